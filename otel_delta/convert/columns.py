@@ -1,0 +1,102 @@
+"""Columnar builders shared by the three signal converters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from otel_delta.convert.anyvalue import encode
+from otel_delta.tables.schemas import ATTRIBUTES, TIMESTAMP
+
+NANOS_PER_DAY = 86_400_000_000_000
+
+
+class AttributeColumns:
+    """Builds the `attributes` and `attribute_types` map columns from KeyValue lists."""
+
+    __slots__ = ("keys", "offsets", "type_keys", "type_offsets", "type_values", "values")
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = [0]
+        self.keys: list[str] = []
+        self.values: list[str | None] = []
+        self.type_offsets: list[int] = [0]
+        self.type_keys: list[str] = []
+        self.type_values: list[str] = []
+
+    def append(self, kvs: Iterable) -> None:
+        keys, values = self.keys, self.values
+        for kv in kvs:
+            value = kv.value
+            if value.WhichOneof("value") == "string_value":
+                keys.append(kv.key)
+                values.append(value.string_value)
+                continue
+            text, type_ = encode(value)
+            keys.append(kv.key)
+            values.append(text)
+            self.type_keys.append(kv.key)
+            self.type_values.append(type_)  # type: ignore[arg-type]
+        self.offsets.append(len(keys))
+        self.type_offsets.append(len(self.type_keys))
+
+    def arrays(self) -> tuple[pa.Array, pa.Array]:
+        return (
+            _map(self.offsets, self.keys, self.values),
+            _map(self.type_offsets, self.type_keys, self.type_values),
+        )
+
+
+def _map(offsets: list[int], keys: list[str], values: list) -> pa.Array:
+    return pa.MapArray.from_arrays(
+        pa.array(offsets, pa.int32()),
+        pa.array(keys, pa.string()),
+        pa.array(values, pa.string()),
+        type=ATTRIBUTES,
+    )
+
+
+def unsigned(values: Sequence[int], width: int = 64) -> pa.Array:
+    """uint64/uint32 values as int64, bit-for-bit (only uint64 above 2^63-1 changes sign)."""
+    if width == 32:
+        return pa.array(values, pa.int64())
+    return pa.array(values, pa.uint64()).cast(pa.int64(), safe=False)
+
+
+def timestamp_and_date(nanos: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """The SQL TIMESTAMP (µs, UTC) and the UTC DATE of int64 nanosecond times."""
+    raw = nanos.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    micros = np.floor_divide(raw, 1000)
+    days = np.floor_divide(raw, NANOS_PER_DAY).astype(np.int32)
+    return pa.array(micros, pa.int64()).cast(TIMESTAMP), pa.array(days, pa.int32()).cast(
+        pa.date32()
+    )
+
+
+def enum_names(enum) -> dict[int, str]:
+    return {value: name for name, value in enum.items()}
+
+
+def enum_name(names: dict[int, str], value: int) -> str:
+    """Enum name, or the number as text for values newer than our proto (kept losslessly)."""
+    return names.get(value) or str(value)
+
+
+def enum_value(enum, text: str) -> int:
+    """Inverse of `enum_name`."""
+    try:
+        return enum.Value(text)
+    except ValueError:
+        return int(text)
+
+
+def list_array(offsets: list[int], values: pa.Array) -> pa.Array:
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+
+
+def struct_array(columns: dict[str, pa.Array], type_: pa.StructType, mask=None) -> pa.Array:
+    return pa.StructArray.from_arrays(
+        [columns[f.name] for f in type_], fields=list(type_), mask=mask
+    )

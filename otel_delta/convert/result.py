@@ -1,0 +1,51 @@
+"""What a converter hands to the buffer: Arrow tables per Delta table plus what it rejected."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from otel_delta.tables import TABLES
+
+MAX_REPORTED_ERRORS = 3
+
+
+@dataclass
+class Rejections:
+    """Invalid items dropped from one request, for OTLP partial_success."""
+
+    count: int = 0
+    messages: list[str] = field(default_factory=list)
+
+    def add(self, message: str) -> None:
+        self.count += 1
+        self.note(message)
+
+    def note(self, message: str) -> None:
+        """Report a problem that drops nothing countable (e.g. a metric without data)."""
+        if len(self.messages) < MAX_REPORTED_ERRORS and message not in self.messages:
+            self.messages.append(message)
+
+    @property
+    def error_message(self) -> str:
+        if not self.messages:
+            return ""
+        prefix = f"{self.count} item(s) rejected: " if self.count else ""
+        return prefix + "; ".join(self.messages)
+
+
+@dataclass
+class Converted:
+    tables: dict[str, pa.Table]
+    rejected: Rejections
+
+    @property
+    def rows(self) -> int:
+        return sum(t.num_rows for t in self.tables.values())
+
+
+def build_table(name: str, columns: dict[str, pa.Array]) -> pa.Table:
+    """Assemble columns in the table's schema order; a missing column is a programming error."""
+    schema = TABLES[name].schema
+    return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)

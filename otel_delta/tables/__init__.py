@@ -1,0 +1,57 @@
+"""The telemetry tables: names, schemas and Delta table properties, defined once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from otel_delta.tables import schemas
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One Delta table the bridge writes."""
+
+    name: str
+    schema: pa.Schema
+    description: str
+
+    def empty(self) -> pa.Table:
+        return self.schema.empty_table()
+
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        TableSpec("spans", schemas.SPANS, "OpenTelemetry spans, one row per span"),
+        TableSpec("logs", schemas.LOGS, "OpenTelemetry log records, one row per record"),
+        TableSpec("metrics_gauge", schemas.METRICS_GAUGE, "Gauge data points"),
+        TableSpec("metrics_sum", schemas.METRICS_SUM, "Sum (counter) data points"),
+        TableSpec("metrics_histogram", schemas.METRICS_HISTOGRAM, "Histogram data points"),
+        TableSpec(
+            "metrics_exponential_histogram",
+            schemas.METRICS_EXPONENTIAL_HISTOGRAM,
+            "Exponential histogram data points",
+        ),
+        TableSpec("metrics_summary", schemas.METRICS_SUMMARY, "Summary data points"),
+    )
+}
+
+DEFAULT_PARTITION_BY = ("service_name", "date")
+
+
+def partitionable_columns() -> set[str]:
+    """Columns present in every table with a primitive type: what `partition_by` may name."""
+    common: set[str] | None = None
+    for spec in TABLES.values():
+        names = {
+            f.name
+            for f in spec.schema
+            if not pa.types.is_nested(f.type) and not pa.types.is_timestamp(f.type)
+        }
+        common = names if common is None else common & names
+    return common or set()
+
+
+__all__ = ["DEFAULT_PARTITION_BY", "TABLES", "TableSpec", "partitionable_columns", "schemas"]

@@ -1,0 +1,212 @@
+"""Arrow schemas of the seven telemetry tables: the single definition every other module uses.
+
+Conventions (documented for users in docs/schema.md):
+- nanosecond times are exact `*_unix_nano` BIGINT columns, with a TIMESTAMP (UTC, µs) for SQL;
+- ids are lowercase hex strings; unsigned 32/64-bit OTLP integers are stored in BIGINT
+  (uint64 values above 2^63-1 are stored bit-for-bit, so they read back negative);
+- attributes are `MAP<STRING,STRING>` readable by key, plus a sparse `*_types` map that records
+  the original type of every value that was not a plain string (see convert/anyvalue.py).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+SCHEMA_VERSION_PROPERTY = "otel_delta.schemaVersion"
+
+STRING = pa.string()
+INT64 = pa.int64()
+INT32 = pa.int32()
+FLOAT64 = pa.float64()
+ATTRIBUTES = pa.map_(pa.string(), pa.string())
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+def attribute_fields(prefix: str = "") -> list[pa.Field]:
+    """The three columns that carry one OTLP attribute list losslessly."""
+    return [
+        pa.field(f"{prefix}attributes", ATTRIBUTES),
+        pa.field(f"{prefix}attribute_types", ATTRIBUTES),
+        pa.field(f"{prefix}dropped_attributes_count", INT64),
+    ]
+
+
+ENTITY_REF = pa.struct(
+    [
+        pa.field("schema_url", STRING),
+        pa.field("type", STRING),
+        pa.field("id_keys", pa.list_(STRING)),
+        pa.field("description_keys", pa.list_(STRING)),
+    ]
+)
+
+PARTITION_FIELDS = [pa.field("service_name", STRING), pa.field("date", pa.date32())]
+
+RESOURCE_FIELDS = [
+    *attribute_fields("resource_"),
+    pa.field("resource_entity_refs", pa.list_(ENTITY_REF)),
+    pa.field("resource_schema_url", STRING),
+]
+
+SCOPE_FIELDS = [
+    pa.field("scope_name", STRING),
+    pa.field("scope_version", STRING),
+    *attribute_fields("scope_"),
+    pa.field("scope_schema_url", STRING),
+]
+
+SPAN_EVENT = pa.struct(
+    [pa.field("time_unix_nano", INT64), pa.field("name", STRING), *attribute_fields()]
+)
+SPAN_LINK = pa.struct(
+    [
+        pa.field("trace_id", STRING),
+        pa.field("span_id", STRING),
+        pa.field("trace_state", STRING),
+        pa.field("flags", INT64),
+        *attribute_fields(),
+    ]
+)
+
+SPANS = pa.schema(
+    [
+        *PARTITION_FIELDS,
+        pa.field("start_time", TIMESTAMP),
+        pa.field("trace_id", STRING),
+        pa.field("span_id", STRING),
+        pa.field("parent_span_id", STRING),
+        pa.field("trace_state", STRING),
+        pa.field("flags", INT64),
+        pa.field("name", STRING),
+        pa.field("kind", STRING),
+        pa.field("start_time_unix_nano", INT64),
+        pa.field("end_time_unix_nano", INT64),
+        pa.field("duration_ns", INT64),
+        pa.field("status_code", STRING),
+        pa.field("status_message", STRING),
+        *attribute_fields(),
+        pa.field("events", pa.list_(SPAN_EVENT)),
+        pa.field("dropped_events_count", INT64),
+        pa.field("links", pa.list_(SPAN_LINK)),
+        pa.field("dropped_links_count", INT64),
+        *RESOURCE_FIELDS,
+        *SCOPE_FIELDS,
+    ]
+)
+
+LOGS = pa.schema(
+    [
+        *PARTITION_FIELDS,
+        pa.field("time", TIMESTAMP),
+        pa.field("time_unix_nano", INT64),
+        pa.field("observed_time_unix_nano", INT64),
+        pa.field("severity_number", INT32),
+        pa.field("severity_text", STRING),
+        pa.field("body", STRING),
+        pa.field("body_type", STRING),
+        pa.field("event_name", STRING),
+        pa.field("trace_id", STRING),
+        pa.field("span_id", STRING),
+        pa.field("flags", INT64),
+        *attribute_fields(),
+        *RESOURCE_FIELDS,
+        *SCOPE_FIELDS,
+    ]
+)
+
+EXEMPLAR = pa.struct(
+    [
+        pa.field("time_unix_nano", INT64),
+        pa.field("value_double", FLOAT64),
+        pa.field("value_int", INT64),
+        pa.field("trace_id", STRING),
+        pa.field("span_id", STRING),
+        pa.field("filtered_attributes", ATTRIBUTES),
+        pa.field("filtered_attribute_types", ATTRIBUTES),
+    ]
+)
+
+METRIC_POINT_FIELDS = [
+    *PARTITION_FIELDS,
+    pa.field("time", TIMESTAMP),
+    pa.field("metric_name", STRING),
+    pa.field("metric_description", STRING),
+    pa.field("metric_unit", STRING),
+    pa.field("metric_metadata", ATTRIBUTES),
+    pa.field("metric_metadata_types", ATTRIBUTES),
+    pa.field("start_time_unix_nano", INT64),
+    pa.field("time_unix_nano", INT64),
+    pa.field("attributes", ATTRIBUTES),
+    pa.field("attribute_types", ATTRIBUTES),
+    pa.field("flags", INT64),
+]
+EXEMPLARS = pa.field("exemplars", pa.list_(EXEMPLAR))  # every point type but summary
+METRIC_TAIL = [*RESOURCE_FIELDS, *SCOPE_FIELDS]
+
+TEMPORALITY = pa.field("aggregation_temporality", STRING)
+BUCKETS = pa.struct([pa.field("offset", INT32), pa.field("bucket_counts", pa.list_(INT64))])
+
+METRICS_GAUGE = pa.schema(
+    [
+        *METRIC_POINT_FIELDS,
+        EXEMPLARS,
+        pa.field("value_double", FLOAT64),
+        pa.field("value_int", INT64),
+        *METRIC_TAIL,
+    ]
+)
+METRICS_SUM = pa.schema(
+    [
+        *METRIC_POINT_FIELDS,
+        EXEMPLARS,
+        pa.field("value_double", FLOAT64),
+        pa.field("value_int", INT64),
+        TEMPORALITY,
+        pa.field("is_monotonic", pa.bool_()),
+        *METRIC_TAIL,
+    ]
+)
+METRICS_HISTOGRAM = pa.schema(
+    [
+        *METRIC_POINT_FIELDS,
+        EXEMPLARS,
+        pa.field("count", INT64),
+        pa.field("sum", FLOAT64),
+        pa.field("min", FLOAT64),
+        pa.field("max", FLOAT64),
+        pa.field("bucket_counts", pa.list_(INT64)),
+        pa.field("explicit_bounds", pa.list_(FLOAT64)),
+        TEMPORALITY,
+        *METRIC_TAIL,
+    ]
+)
+METRICS_EXPONENTIAL_HISTOGRAM = pa.schema(
+    [
+        *METRIC_POINT_FIELDS,
+        EXEMPLARS,
+        pa.field("count", INT64),
+        pa.field("sum", FLOAT64),
+        pa.field("min", FLOAT64),
+        pa.field("max", FLOAT64),
+        pa.field("scale", INT32),
+        pa.field("zero_count", INT64),
+        pa.field("zero_threshold", FLOAT64),
+        pa.field("positive", BUCKETS),
+        pa.field("negative", BUCKETS),
+        TEMPORALITY,
+        *METRIC_TAIL,
+    ]
+)
+METRICS_SUMMARY = pa.schema(
+    [
+        *METRIC_POINT_FIELDS,
+        pa.field("count", INT64),
+        pa.field("sum", FLOAT64),
+        pa.field(
+            "quantile_values",
+            pa.list_(pa.struct([pa.field("quantile", FLOAT64), pa.field("value", FLOAT64)])),
+        ),
+        *METRIC_TAIL,
+    ]
+)
