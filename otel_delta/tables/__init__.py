@@ -42,13 +42,11 @@ DEFAULT_PARTITION_BY = ("service_name", "date")
 
 
 def partitionable_columns() -> set[str]:
-    """Columns present in every table with a primitive type: what `partition_by` may name."""
+    """String or date columns present in every table: what `partition_by` may name."""
     common: set[str] | None = None
     for spec in TABLES.values():
         names = {
-            f.name
-            for f in spec.schema
-            if not pa.types.is_nested(f.type) and not pa.types.is_timestamp(f.type)
+            f.name for f in spec.schema if pa.types.is_string(f.type) or pa.types.is_date(f.type)
         }
         common = names if common is None else common & names
     return common or set()

@@ -1,0 +1,183 @@
+"""`deltalake.toml` and its environment overrides, validated once at start.
+
+Precedence: environment (`OTEL_DELTA_<SECTION>__<KEY>`, e.g. `OTEL_DELTA_BUFFER__MAX_ROWS`,
+`OTEL_DELTA_DELTALAKE__TABLE__COMPRESSION`) over the TOML file over the defaults below.
+Any problem becomes a `ConfigError` whose message is one line naming the key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
+
+from otel_delta.errors import ConfigError
+from otel_delta.tables import DEFAULT_PARTITION_BY, partitionable_columns
+
+DEFAULT_CONFIG_FILE = "deltalake.toml"
+MIB = 1024 * 1024
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ReceiverSettings(Section):
+    grpc_endpoint: str = "0.0.0.0:4317"
+    max_receive_message_bytes: int = Field(64 * MIB, gt=0)
+
+    @field_validator("grpc_endpoint")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"expected HOST:PORT, got {value!r}")
+        return value
+
+
+class BufferSettings(Section):
+    flush_interval_seconds: float = Field(1.0, gt=0)
+    max_rows: int = Field(100_000, gt=0)
+    max_bytes: int = Field(512 * MIB, gt=0)
+    retry_after_seconds: float = Field(1.0, gt=0)
+
+
+Compression = Literal["UNCOMPRESSED", "SNAPPY", "GZIP", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"]
+
+
+class TableSettings(Section):
+    """`[deltalake.table]`: file format and table maintenance."""
+
+    compression: Compression = "ZSTD"
+    compression_level: int = Field(3, ge=1, le=22)
+    checkpoint_interval: int = Field(100, gt=0)
+    optimize_enabled: bool = True
+    vacuum_enabled: bool = True
+    retention_hours: int = Field(168, ge=0)
+    parallelism: int = Field(4, gt=0)
+    batch_size: int = Field(10_000, gt=0)
+
+
+class OperationsSettings(Section):
+    """`[deltalake.operations]`: which connector operations are allowed, commit retries."""
+
+    upsert_enabled: bool = True
+    delete_enabled: bool = True
+    bulk_insert_enabled: bool = True
+    streaming_enabled: bool = True
+    max_commit_retries: int = Field(15, ge=0)
+
+
+class SchemaSettings(Section):
+    """`[deltalake.schema]`: schema evolution policy of the connector API."""
+
+    auto_evolution: bool = True
+    strict_mode: bool = False
+    allow_nullable: bool = True
+    merge_schema: bool = True
+
+
+class StorageSettings(Section):
+    """`[deltalake.storage]`: file sizes and object-store options (passed to delta-rs)."""
+
+    file_size_target: int = Field(128 * MIB, gt=0)
+    file_size_max: int = Field(256 * MIB, gt=0)
+    min_file_size: int = Field(64 * MIB, gt=0)
+    options: dict[str, str] = Field(default_factory=dict)
+
+
+class DeltaLakeSettings(Section):
+    table_path: str = "./lakehouse"
+    partition_by: list[str] = Field(default_factory=lambda: list(DEFAULT_PARTITION_BY))
+    table: TableSettings = TableSettings()
+    operations: OperationsSettings = OperationsSettings()
+    schema_: SchemaSettings = Field(SchemaSettings(), alias="schema")
+    storage: StorageSettings = StorageSettings()
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("partition_by")
+    @classmethod
+    def _known_columns(cls, value: list[str]) -> list[str]:
+        allowed = partitionable_columns()
+        unknown = [c for c in value if c not in allowed]
+        if unknown:
+            raise ValueError(f"unknown column(s) {unknown}; choose from {sorted(allowed)}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"duplicate column in {value}")
+        return value
+
+    def resolved_table_path(self) -> str:
+        """Local paths become absolute (so the log line and tables agree); URLs stay as given."""
+        if "://" in self.table_path:
+            return self.table_path
+        return str(Path(self.table_path).expanduser().resolve())
+
+
+class Settings(BaseSettings):
+    receiver: ReceiverSettings = ReceiverSettings()
+    buffer: BufferSettings = BufferSettings()
+    deltalake: DeltaLakeSettings = DeltaLakeSettings()
+
+    model_config = SettingsConfigDict(
+        env_prefix="OTEL_DELTA_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+def _describe(error: dict[str, Any], file: Path) -> str:
+    parts = ["schema" if p == "schema_" else str(p) for p in error["loc"]]
+    key = ".".join(parts)
+    env = "OTEL_DELTA_" + "__".join(parts).upper()
+    where = f"{key} ({file} or ${env})"
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        return f"{where}: unknown key"
+    if "input" in error and not isinstance(error["input"], dict | list):
+        return f"{where}: {message} (got {error['input']!r})"
+    return f"{where}: {message}"
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Settings from `path` (default: ./deltalake.toml if present) plus the environment."""
+    explicit = path is not None
+    file = Path(path if explicit else DEFAULT_CONFIG_FILE)
+    if explicit and not file.is_file():
+        raise ConfigError(f"config error: {file}: no such file")
+    file_settings = type(
+        "FileSettings",
+        (Settings,),
+        {"model_config": {**Settings.model_config, "toml_file": file if file.is_file() else None}},
+    )
+    try:
+        return file_settings()
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config error: {file} is not valid TOML: {exc}") from None
+    except ValidationError as exc:
+        first = _describe(exc.errors()[0], file)
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ConfigError(f"config error: {first}{more}") from None
+    except SettingsError as exc:
+        raise ConfigError(f"config error: {exc}".splitlines()[0]) from None
