@@ -122,9 +122,7 @@ class DeltaRsWriter:
                         commit_properties=CommitProperties(
                             max_commit_retries=self.options.max_commit_retries
                         ),
-                        post_commithook_properties=PostCommitHookProperties(
-                            create_checkpoint=True
-                        ),
+                        post_commithook_properties=PostCommitHookProperties(create_checkpoint=True),
                     )
                     return table.version()
                 except CommitError:

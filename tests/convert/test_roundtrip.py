@@ -32,7 +32,10 @@ def test_metrics_round_trip_all_five_types() -> None:
     request = corpus.metrics_request()
     converted = metrics_to_arrow(request)
     assert set(converted.tables) == {
-        "metrics_gauge", "metrics_sum", "metrics_histogram",
-        "metrics_exponential_histogram", "metrics_summary",
+        "metrics_gauge",
+        "metrics_sum",
+        "metrics_histogram",
+        "metrics_exponential_histogram",
+        "metrics_summary",
     }
     assert_same(metrics_from_arrow(converted.tables), request)

@@ -1,0 +1,62 @@
+"""Wires receiver → buffer → writer from settings, and owns the orderly shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from otel_delta.buffer import GroupCommitBuffer
+from otel_delta.config import Settings
+from otel_delta.receiver import OtlpReceiver
+from otel_delta.writer.delta_rs import DeltaRsWriter, WriterOptions
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_SECONDS = 30.0
+
+
+def writer_options(settings: Settings) -> WriterOptions:
+    lake = settings.deltalake
+    return WriterOptions(
+        table_root=lake.resolved_table_path(),
+        partition_by=tuple(lake.partition_by),
+        storage_options=dict(lake.storage.options),
+        compression=lake.table.compression,
+        compression_level=lake.table.compression_level,
+        target_file_size=lake.storage.file_size_target,
+        checkpoint_interval=lake.table.checkpoint_interval,
+        max_commit_retries=lake.operations.max_commit_retries,
+    )
+
+
+class Bridge:
+    """A running otel-delta: call `start`, later `stop` (which commits everything buffered)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.writer = DeltaRsWriter(writer_options(settings))
+        self.buffer: GroupCommitBuffer | None = None
+        self.receiver: OtlpReceiver | None = None
+
+    async def start(self) -> int:
+        """Start flushing and serving; returns the bound gRPC port."""
+        buffer_settings = self.settings.buffer
+        self.buffer = GroupCommitBuffer(
+            self.writer,
+            flush_interval_seconds=buffer_settings.flush_interval_seconds,
+            max_rows=buffer_settings.max_rows,
+            max_bytes=buffer_settings.max_bytes,
+            retry_after_seconds=buffer_settings.retry_after_seconds,
+        )
+        self.buffer.start()
+        self.receiver = OtlpReceiver(self.settings.receiver, self.buffer)
+        return await self.receiver.start()
+
+    async def stop(self, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> None:
+        """Stop accepting, commit what is buffered, answer the waiting requests."""
+        assert self.buffer is not None and self.receiver is not None
+        await asyncio.gather(self.receiver.stop(grace_seconds), self.buffer.close())
+        stats = self.buffer.stats
+        log.info(
+            "stopped: %d rows in %d commits (%d failed)", stats.rows, stats.commits, stats.failures
+        )

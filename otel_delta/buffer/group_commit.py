@@ -1,0 +1,149 @@
+"""Group commit: rows of all concurrent requests share one Delta commit per table.
+
+A request's `submit` returns only once every table it fed has committed, so an OK Export
+means the rows are durable and visible. Commits of one flush run in parallel across tables
+(delta-rs releases the GIL); the next flush's rows keep accumulating meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from otel_delta.errors import BufferFullError, CommitError, ShuttingDownError
+from otel_delta.tables import TABLES
+from otel_delta.writer.base import TableWriter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Pending:
+    """Rows waiting for one table's next commit, and the future their senders await."""
+
+    future: asyncio.Future[None]
+    batches: list[pa.Table] = field(default_factory=list)
+    rows: int = 0
+    nbytes: int = 0
+
+
+@dataclass
+class FlushStats:
+    commits: int = 0
+    rows: int = 0
+    failures: int = 0
+    last_commit_seconds: float = 0.0
+
+
+class GroupCommitBuffer:
+    def __init__(
+        self,
+        writer: TableWriter,
+        *,
+        flush_interval_seconds: float,
+        max_rows: int,
+        max_bytes: int,
+        retry_after_seconds: float,
+    ) -> None:
+        self.writer = writer
+        self.flush_interval = flush_interval_seconds
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self.retry_after = retry_after_seconds
+        self.stats = FlushStats()
+        self._pending: dict[str, _Pending] = {}
+        self._bytes = 0  # buffered + being committed
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._pool = ThreadPoolExecutor(max_workers=len(TABLES), thread_name_prefix="commit")
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._bytes
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="flusher")
+
+    def check_capacity(self) -> None:
+        """Refuse new work early (before decoding) when full or stopping."""
+        if self._closing:
+            raise ShuttingDownError("otel-delta is shutting down")
+        if self._bytes >= self.max_bytes:
+            raise BufferFullError(
+                f"ingest buffer full ({self._bytes} of {self.max_bytes} bytes); retry later",
+                self.retry_after,
+            )
+
+    async def submit(self, tables: dict[str, pa.Table]) -> None:
+        """Buffer the rows and wait until they are committed (raises CommitError if not)."""
+        self.check_capacity()
+        if not tables:
+            return
+        loop = asyncio.get_running_loop()
+        futures = []
+        for name, data in tables.items():
+            pending = self._pending.get(name)
+            if pending is None:
+                pending = self._pending[name] = _Pending(loop.create_future())
+            pending.batches.append(data)
+            pending.rows += data.num_rows
+            pending.nbytes += data.nbytes
+            self._bytes += data.nbytes
+            futures.append(pending.future)
+            if pending.rows >= self.max_rows:
+                self._wake.set()
+        # shield: a client that disconnects must not cancel the commit others wait on
+        await asyncio.gather(*(asyncio.shield(f) for f in futures))
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.flush_interval)
+            self._wake.clear()
+            if self._pending:
+                await self._flush()
+            if self._closing and not self._pending:
+                return
+
+    async def _flush(self) -> None:
+        batch, self._pending = self._pending, {}
+        loop = asyncio.get_running_loop()
+        commits = [
+            loop.run_in_executor(self._pool, self._commit, name, pending)
+            for name, pending in batch.items()
+        ]
+        for (_name, pending), outcome in zip(
+            batch.items(), await asyncio.gather(*commits, return_exceptions=True), strict=True
+        ):
+            self._bytes -= pending.nbytes
+            if isinstance(outcome, BaseException):
+                self.stats.failures += 1
+                error = outcome if isinstance(outcome, CommitError) else CommitError(str(outcome))
+                pending.future.set_exception(error)
+                pending.future.exception()  # mark retrieved: senders may have gone away
+            else:
+                self.stats.commits += 1
+                self.stats.rows += pending.rows
+                pending.future.set_result(None)
+
+    def _commit(self, name: str, pending: _Pending) -> None:
+        started = time.perf_counter()
+        data = pa.concat_tables(pending.batches)
+        version = self.writer.append(name, data)
+        self.stats.last_commit_seconds = time.perf_counter() - started
+        log.debug("committed %d rows to %s as version %d", data.num_rows, name, version)
+
+    async def close(self) -> None:
+        """Stop accepting rows, commit everything buffered, answer every waiter."""
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+        self._pool.shutdown(wait=True)

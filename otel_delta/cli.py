@@ -1,0 +1,64 @@
+"""`otel-delta` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from otel_delta.bridge import Bridge
+from otel_delta.config import Settings, load_settings
+from otel_delta.errors import OtelDeltaError
+
+log = logging.getLogger("otel_delta")
+
+
+async def serve(settings: Settings) -> None:
+    bridge = Bridge(settings)
+    port = await bridge.start()
+    assert bridge.receiver is not None
+    log.info(
+        "otel-delta listening on %s (OTLP/gRPC), writing Delta tables to %s",
+        bridge.receiver.endpoint,
+        settings.deltalake.resolved_table_path(),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    log.info("stopping: committing buffered telemetry (port %d)", port)
+    await bridge.stop()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="otel-delta", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_cmd = commands.add_parser("serve", help="run the OTLP/gRPC → Delta bridge")
+    serve_cmd.add_argument(
+        "--config", help="path to deltalake.toml (default: ./deltalake.toml if present)"
+    )
+    serve_cmd.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        settings = load_settings(args.config)
+        asyncio.run(serve(settings))
+    except OtelDeltaError as exc:
+        print(f"otel-delta: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
