@@ -1,0 +1,226 @@
+"""Bad input gets the OTLP-specified answer, and nothing else of the request is lost."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+from google.rpc.error_details_pb2 import RetryInfo
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.logs.v1 import logs_pb2
+from opentelemetry.proto.metrics.v1 import metrics_pb2
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from otel_delta.convert.to_otlp import spans_from_arrow
+from tests.helpers import read_table, running_bridge, table_exists
+
+pytestmark = pytest.mark.e2e
+
+TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+def span(name: str, trace_id: bytes = b"\x01" * 16, span_id: bytes = b"\x02" * 8, **kw):
+    return trace_pb2.Span(name=name, trace_id=trace_id, span_id=span_id, **kw)
+
+
+def trace_request(*spans: trace_pb2.Span) -> ExportTraceServiceRequest:
+    # empty resource and scope set explicitly: what reading back from Delta gives
+    scope_spans = trace_pb2.ScopeSpans(scope=InstrumentationScope(), spans=spans)
+    return ExportTraceServiceRequest(
+        resource_spans=[trace_pb2.ResourceSpans(resource=Resource(), scope_spans=[scope_spans])]
+    )
+
+
+def test_garbage_bytes_are_invalid_argument_and_server_lives_on(bridge, lakehouse) -> None:
+    channel = bridge.channel()
+    raw = channel.unary_unary(TRACE_EXPORT)  # no serializers: send bytes as they are
+    with pytest.raises(grpc.RpcError) as err:
+        raw(b"\xff\xff\xff\xff not a protobuf")
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "ExportTraceServiceRequest" in err.value.details()
+    traces, _, _ = bridge.stubs(channel)
+    traces.Export(trace_request(span("after")))
+    assert read_table(lakehouse, "spans")["name"].to_pylist() == ["after"]
+
+
+def test_invalid_spans_are_rejected_and_the_rest_stored(bridge, lakehouse) -> None:
+    traces, _, _ = bridge.stubs(bridge.channel())
+    response = traces.Export(
+        trace_request(
+            span("good"),
+            span("short trace id", trace_id=b"\x01" * 15),
+            span("zero span id", span_id=b"\x00" * 8),
+            span("bad parent", parent_span_id=b"\x01" * 3),
+            span("bad link", links=[trace_pb2.Span.Link(trace_id=b"\x01" * 16, span_id=b"")]),
+            span("good too", span_id=b"\x03" * 8),
+        )
+    )
+    assert response.partial_success.rejected_spans == 4
+    message = response.partial_success.error_message
+    assert "trace_id must be 16 bytes, got 15" in message and "all zeroes" in message
+    assert sorted(read_table(lakehouse, "spans")["name"].to_pylist()) == ["good", "good too"]
+
+
+def test_invalid_log_records_and_data_points_are_counted(bridge, lakehouse) -> None:
+    _, metrics, logs = bridge.stubs(bridge.channel())
+    response = logs.Export(
+        ExportLogsServiceRequest(
+            resource_logs=[
+                logs_pb2.ResourceLogs(
+                    scope_logs=[
+                        logs_pb2.ScopeLogs(
+                            log_records=[
+                                logs_pb2.LogRecord(event_name="ok"),
+                                logs_pb2.LogRecord(event_name="bad", span_id=b"\x01"),
+                            ]
+                        )
+                    ]
+                )
+            ]
+        )
+    )
+    assert response.partial_success.rejected_log_records == 1
+    assert read_table(lakehouse, "logs")["event_name"].to_pylist() == ["ok"]
+
+    bad_exemplar = metrics_pb2.Exemplar(trace_id=b"\x01" * 4)
+    response = metrics.Export(
+        ExportMetricsServiceRequest(
+            resource_metrics=[
+                metrics_pb2.ResourceMetrics(
+                    scope_metrics=[
+                        metrics_pb2.ScopeMetrics(
+                            metrics=[
+                                metrics_pb2.Metric(
+                                    name="g",
+                                    gauge=metrics_pb2.Gauge(
+                                        data_points=[
+                                            metrics_pb2.NumberDataPoint(as_int=1),
+                                            metrics_pb2.NumberDataPoint(
+                                                as_int=2, exemplars=[bad_exemplar]
+                                            ),
+                                        ]
+                                    ),
+                                ),
+                                metrics_pb2.Metric(name="no data"),
+                            ]
+                        )
+                    ]
+                )
+            ]
+        )
+    )
+    assert response.partial_success.rejected_data_points == 1
+    assert "'no data' has no data points" in response.partial_success.error_message
+    assert read_table(lakehouse, "metrics_gauge")["value_int"].to_pylist() == [1]
+
+
+def test_empty_requests_succeed_and_create_nothing(bridge, lakehouse) -> None:
+    traces, metrics, logs = bridge.stubs(bridge.channel())
+    assert not traces.Export(ExportTraceServiceRequest()).HasField("partial_success")
+    metrics.Export(ExportMetricsServiceRequest())
+    logs.Export(ExportLogsServiceRequest())
+    assert not table_exists(lakehouse, "spans") and not table_exists(lakehouse, "logs")
+
+
+def test_huge_attribute_value_is_stored_intact(bridge, lakehouse) -> None:
+    huge = "x" * (8 * 1024 * 1024) + "end"
+    traces, _, _ = bridge.stubs(bridge.channel())
+    traces.Export(
+        trace_request(
+            span("big", attributes=[KeyValue(key="blob", value=AnyValue(string_value=huge))])
+        )
+    )
+    [row] = read_table(lakehouse, "spans").to_pylist()
+    assert dict(row["attributes"])["blob"] == huge
+
+
+def nest(value: AnyValue, depth: int) -> AnyValue:
+    """Make `value` kvlists nested `depth` times (three message levels each), in place."""
+    root = value
+    for level in range(depth):
+        value = value.kvlist_value.values.add(key=f"l{level}").value
+    value.string_value = "leaf"
+    return root
+
+
+def deep_request(depth: int) -> ExportTraceServiceRequest:
+    request = trace_request(span("deep"))
+    nest(request.resource_spans[0].scope_spans[0].spans[0].attributes.add(key="tree").value, depth)
+    return request
+
+
+def test_deep_kvlist_round_trips_and_too_deep_is_invalid_argument(bridge, lakehouse) -> None:
+    traces, _, _ = bridge.stubs(bridge.channel())
+    request = deep_request(25)
+    traces.Export(request)
+    assert spans_from_arrow(read_table(lakehouse, "spans")) == request
+
+    raw = bridge.channel().unary_unary(TRACE_EXPORT)
+    with pytest.raises(grpc.RpcError) as err:
+        raw(deep_request(200).SerializeToString())
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "MaxDepth" in err.value.details()
+
+
+def test_gzip_compressed_requests_are_accepted(bridge, lakehouse) -> None:
+    traces, _, _ = bridge.stubs(bridge.channel(compression=grpc.Compression.Gzip))
+    traces.Export(trace_request(span("zipped")))
+    assert read_table(lakehouse, "spans")["name"].to_pylist() == ["zipped"]
+
+
+def test_full_buffer_answers_unavailable_with_retry_info(lakehouse) -> None:
+    with running_bridge(lakehouse, flush_interval_seconds=2.0, max_bytes=1) as bridge:
+        traces, _, _ = bridge.stubs(bridge.channel())
+        first = traces.Export.future(trace_request(span("first")))
+        deadline = time.monotonic() + 10
+        while bridge.bridge.buffer.buffered_bytes == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(grpc.RpcError) as err:
+            traces.Export(trace_request(span("refused")))
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+        trailers = dict(err.value.trailing_metadata())
+        info = RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"])
+        assert info.retry_delay.seconds == 1
+        assert "grpc-status-details-bin" in trailers
+        first.result(timeout=10)  # the first request is still committed
+        assert read_table(lakehouse, "spans")["name"].to_pylist() == ["first"]
+
+
+def test_failed_commit_answers_unavailable(tmp_path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the lakehouse should be")
+    with running_bridge(blocker) as bridge:
+        traces, _, _ = bridge.stubs(bridge.channel())
+        with pytest.raises(grpc.RpcError) as err:
+            traces.Export(trace_request(span("lost")))
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "commit to spans failed" in err.value.details()
+
+
+def test_message_over_the_receive_limit_is_refused(tmp_path) -> None:
+    from tests.helpers import RunningBridge, make_settings
+
+    settings = make_settings(tmp_path)
+    settings = settings.model_copy(
+        update={
+            "receiver": settings.receiver.model_copy(update={"max_receive_message_bytes": 1024})
+        }
+    )
+    bridge = RunningBridge(settings)
+    try:
+        traces, _, _ = bridge.stubs(bridge.channel())
+        big = trace_request(
+            span("big", attributes=[KeyValue(key="k", value=AnyValue(string_value="v" * 4096))])
+        )
+        with pytest.raises(grpc.RpcError) as err:
+            traces.Export(big)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        bridge.stop()
