@@ -154,7 +154,7 @@ def _describe(error: dict[str, Any], file: Path) -> str:
     where = f"{key} ({file} or ${env})"
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
-        return f"{where}: unknown key"
+        return f"{key}: unknown key (in {file} or ${env})"
     if "input" in error and not isinstance(error["input"], dict | list):
         return f"{where}: {message} (got {error['input']!r})"
     return f"{where}: {message}"

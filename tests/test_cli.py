@@ -1,0 +1,104 @@
+"""`otel-delta serve` as a user runs it: a real process, real signals."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from tests.helpers import read_table
+
+pytestmark = pytest.mark.e2e
+
+
+def start_serve(config: Path) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        if match:
+            return proc, int(match.group(1))
+    proc.kill()
+    raise AssertionError("serve did not log its endpoint")
+
+
+def one_span_request(i: int) -> ExportTraceServiceRequest:
+    span = trace_pb2.Span(
+        trace_id=i.to_bytes(16, "big"), span_id=(i + 1).to_bytes(8, "big"), name=f"s{i}"
+    )
+    return ExportTraceServiceRequest(
+        resource_spans=[trace_pb2.ResourceSpans(scope_spans=[trace_pb2.ScopeSpans(spans=[span])])]
+    )
+
+
+def test_sigterm_commits_requests_in_flight_and_exits_zero(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    config = tmp_path / "deltalake.toml"
+    # a flush interval far longer than the test: only shutdown can commit these rows
+    config.write_text(
+        f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
+        f"[buffer]\nflush_interval_seconds = 600\n"
+        f'[deltalake]\ntable_path = "{lake}"\n'
+    )
+    proc, port = start_serve(config)
+    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+    in_flight = [stub.Export.future(one_span_request(i)) for i in range(1, 21)]
+    time.sleep(1.0)  # let every request reach the buffer
+    assert not any(f.done() for f in in_flight)
+    proc.send_signal(signal.SIGTERM)
+    for future in in_flight:
+        future.result(timeout=30)  # every waiting request is answered OK
+    assert proc.wait(timeout=30) == 0
+    assert read_table(lake, "spans").num_rows == 20
+
+
+def test_bad_config_is_one_clear_line(tmp_path: Path) -> None:
+    config = tmp_path / "deltalake.toml"
+    config.write_text("[buffer]\nmax_rows = 0\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "buffer.max_rows" in lines[0] and "greater than 0" in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n[deltalake]\ntable_path = "{tmp_path}"\n'
+    )
+    first, port = start_serve(config)
+    try:
+        config.write_text(f'[receiver]\ngrpc_endpoint = "127.0.0.1:{port}"\n')
+        result = subprocess.run(
+            [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2
+        assert "receiver.grpc_endpoint" in result.stderr and "Traceback" not in result.stderr
+    finally:
+        first.send_signal(signal.SIGINT)
+        assert first.wait(timeout=30) == 0

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from otel_delta.config import load_settings
+from otel_delta.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_shipped_deltalake_toml_is_valid_and_matches_defaults() -> None:
+    settings = load_settings(ROOT / "deltalake.toml")
+    assert settings.receiver.grpc_endpoint == "0.0.0.0:4317"
+    assert settings.deltalake.table_path == "./lakehouse"
+    assert settings.deltalake.partition_by == ["service_name", "date"]
+    assert settings.buffer.flush_interval_seconds == 1.0
+    assert settings.receiver.max_receive_message_bytes == 64 * 1024 * 1024
+
+
+def test_environment_overrides_file(tmp_path: Path, monkeypatch) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[buffer]\nmax_rows = 10\n[deltalake.table]\ncompression = "SNAPPY"\n')
+    monkeypatch.setenv("OTEL_DELTA_BUFFER__MAX_ROWS", "20")
+    monkeypatch.setenv("OTEL_DELTA_DELTALAKE__TABLE__COMPRESSION", "LZ4")
+    monkeypatch.setenv("OTEL_DELTA_DELTALAKE__PARTITION_BY", '["service_name"]')
+    settings = load_settings(config)
+    assert settings.buffer.max_rows == 20
+    assert settings.deltalake.table.compression == "LZ4"
+    assert settings.deltalake.partition_by == ["service_name"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[buffer]\nmax_rows = -1\n", "buffer.max_rows"),
+        ("[buffer]\nflush_interval_seconds = 'soon'\n", "buffer.flush_interval_seconds"),
+        ("[receiver]\ngrpc_endpoint = 'nowhere'\n", "receiver.grpc_endpoint"),
+        ("[deltalake]\npartition_by = ['colour']\n", "deltalake.partition_by"),
+        ("[deltalake.table]\ncompresion = 'ZSTD'\n", "deltalake.table.compresion: unknown key"),
+        ("[deltalake.schema]\nstrict_mode = 'maybe'\n", "deltalake.schema.strict_mode"),
+        ("[buffer\n", "not valid TOML"),
+    ],
+)
+def test_invalid_config_is_one_line_naming_the_key(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_settings(config)
+    message = str(err.value)
+    assert expected in message and "\n" not in message
+
+
+def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load_settings(tmp_path / "absent.toml")
