@@ -1,0 +1,133 @@
+"""Group commit semantics, with a real delta-rs writer underneath."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from otel_delta.buffer import GroupCommitBuffer
+from otel_delta.convert import spans_to_arrow
+from otel_delta.errors import BufferFullError, CommitError, ShuttingDownError
+from otel_delta.writer.delta_rs import DeltaRsWriter, WriterOptions
+from tests.helpers import read_table
+from tests.test_cli import one_span_request
+
+
+class RecordingWriter(DeltaRsWriter):
+    """The real writer, remembering how many rows each commit held."""
+
+    def __init__(self, options: WriterOptions) -> None:
+        super().__init__(options)
+        self.commits: list[tuple[str, int]] = []
+
+    def append(self, table_name: str, data: pa.Table) -> int:
+        version = super().append(table_name, data)
+        self.commits.append((table_name, data.num_rows))
+        return version
+
+
+def spans(i: int) -> dict[str, pa.Table]:
+    return spans_to_arrow(one_span_request(i)).tables
+
+
+def make_buffer(writer, **overrides) -> GroupCommitBuffer:
+    options = {
+        "flush_interval_seconds": 0.2,
+        "max_rows": 10_000,
+        "max_bytes": 1 << 30,
+        "retry_after_seconds": 1.0,
+        **overrides,
+    }
+    return GroupCommitBuffer(writer, **options)
+
+
+def test_concurrent_requests_share_one_commit(tmp_path: Path) -> None:
+    writer = RecordingWriter(WriterOptions(table_root=str(tmp_path)))
+
+    async def scenario() -> None:
+        buffer = make_buffer(writer)
+        buffer.start()
+        await asyncio.gather(*(buffer.submit(spans(i)) for i in range(1, 51)))
+        # every submit returned: all 50 rows are committed, in a single commit
+        assert read_table(tmp_path, "spans").num_rows == 50
+        await buffer.close()
+
+    asyncio.run(scenario())
+    assert writer.commits == [("spans", 50)]
+
+
+def test_max_rows_commits_before_the_interval(tmp_path: Path) -> None:
+    writer = RecordingWriter(WriterOptions(table_root=str(tmp_path)))
+
+    async def scenario() -> float:
+        buffer = make_buffer(writer, flush_interval_seconds=60, max_rows=10)
+        buffer.start()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await asyncio.gather(*(buffer.submit(spans(i)) for i in range(1, 11)))
+        elapsed = loop.time() - started
+        await buffer.close()
+        return elapsed
+
+    assert asyncio.run(scenario()) < 30  # far below the 60 s interval: max_rows triggered it
+    assert writer.commits[0] == ("spans", 10)
+
+
+def test_memory_limit_refuses_new_rows(tmp_path: Path) -> None:
+    writer = RecordingWriter(WriterOptions(table_root=str(tmp_path)))
+
+    async def scenario() -> None:
+        buffer = make_buffer(writer, max_bytes=1, flush_interval_seconds=0.2)
+        buffer.start()
+        first = asyncio.create_task(buffer.submit(spans(1)))
+        await asyncio.sleep(0)  # first is buffered and waiting
+        assert buffer.buffered_bytes > 0
+        with pytest.raises(BufferFullError) as err:
+            await buffer.submit(spans(2))
+        assert err.value.retry_after_seconds == 1.0
+        await first
+        assert buffer.buffered_bytes == 0  # released once committed
+        await buffer.submit(spans(3))
+        await buffer.close()
+
+    asyncio.run(scenario())
+    assert sorted(read_table(tmp_path, "spans")["name"].to_pylist()) == ["s1", "s3"]
+
+
+def test_failed_commit_fails_every_waiter(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    writer = DeltaRsWriter(WriterOptions(table_root=str(blocker), transient_retries=0))
+
+    async def scenario() -> list:
+        buffer = make_buffer(writer)
+        buffer.start()
+        results = await asyncio.gather(
+            *(buffer.submit(spans(i)) for i in range(1, 4)), return_exceptions=True
+        )
+        await buffer.close()
+        return results
+
+    results = asyncio.run(scenario())
+    assert all(isinstance(r, CommitError) for r in results)
+
+
+def test_close_commits_everything_then_refuses(tmp_path: Path) -> None:
+    writer = RecordingWriter(WriterOptions(table_root=str(tmp_path)))
+
+    async def scenario() -> None:
+        buffer = make_buffer(writer, flush_interval_seconds=600)
+        buffer.start()
+        waiting = [asyncio.create_task(buffer.submit(spans(i))) for i in range(1, 6)]
+        await asyncio.sleep(0.05)
+        assert not any(t.done() for t in waiting)
+        await buffer.close()
+        await asyncio.gather(*waiting)
+        with pytest.raises(ShuttingDownError):
+            await buffer.submit(spans(9))
+
+    asyncio.run(scenario())
+    assert read_table(tmp_path, "spans").num_rows == 5
