@@ -1,0 +1,35 @@
+# Everything a fresh clone needs: `make run` starts the bridge, `make test` runs the test suite.
+# The virtual environment lives in .venv/ and is (re)built when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test quick lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip==26.3
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: setup
+	$(VENV)/bin/otel-delta serve --config deltalake.toml
+
+lint: setup
+	$(VENV)/bin/ruff check otel_delta tests bench
+	$(VENV)/bin/ruff format --check otel_delta tests bench
+
+test: lint
+	$(VENV)/bin/pytest
+
+quick: setup
+	$(VENV)/bin/pytest -m "not e2e"
+
+bench: setup
+	$(VENV)/bin/python -m bench.ingest
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
