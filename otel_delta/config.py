@@ -34,6 +34,8 @@ class Section(BaseModel):
 class ReceiverSettings(Section):
     grpc_endpoint: str = "0.0.0.0:4317"
     max_receive_message_bytes: int = Field(64 * MIB, gt=0)
+    # processes that decode and convert requests; 0 = in the server process
+    convert_workers: int = Field(0, ge=0, le=64)
 
     @field_validator("grpc_endpoint")
     @classmethod

@@ -19,9 +19,9 @@ from otel_delta.bridge import Bridge
 from otel_delta.config import Settings
 
 
-def make_settings(table_path: Path, **buffer: float) -> Settings:
+def make_settings(table_path: Path, convert_workers: int = 0, **buffer: float) -> Settings:
     return Settings(
-        receiver={"grpc_endpoint": "127.0.0.1:0"},
+        receiver={"grpc_endpoint": "127.0.0.1:0", "convert_workers": convert_workers},
         buffer={"flush_interval_seconds": 0.1, **buffer},
         deltalake={"table_path": str(table_path)},
     )

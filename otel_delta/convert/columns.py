@@ -27,20 +27,30 @@ class AttributeColumns:
         self.type_values: list[str] = []
 
     def append(self, kvs: Iterable) -> None:
+        # The hot loop of ingest: scalar kinds are inlined (same encoding as anyvalue.encode).
         keys, values = self.keys, self.values
+        type_keys, type_values = self.type_keys, self.type_values
         for kv in kvs:
+            key = kv.key
             value = kv.value
-            if value.WhichOneof("value") == "string_value":
-                keys.append(kv.key)
+            kind = value.WhichOneof("value")
+            keys.append(key)
+            if kind == "string_value":
                 values.append(value.string_value)
                 continue
-            text, type_ = encode(value)
-            keys.append(kv.key)
+            if kind == "int_value":
+                text, type_ = str(value.int_value), "int"
+            elif kind == "double_value":
+                text, type_ = repr(value.double_value), "double"
+            elif kind == "bool_value":
+                text, type_ = ("true" if value.bool_value else "false"), "bool"
+            else:
+                text, type_ = encode(value)
             values.append(text)
-            self.type_keys.append(kv.key)
-            self.type_values.append(type_)  # type: ignore[arg-type]
+            type_keys.append(key)
+            type_values.append(type_)  # type: ignore[arg-type]
         self.offsets.append(len(keys))
-        self.type_offsets.append(len(self.type_keys))
+        self.type_offsets.append(len(type_keys))
 
     def arrays(self) -> tuple[pa.Array, pa.Array]:
         return (

@@ -7,6 +7,7 @@ import grpc
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.config import ReceiverSettings
 from otel_delta.errors import ConfigError
+from otel_delta.receiver.decode import Decoder
 from otel_delta.receiver.service import generic_handlers
 from otel_delta.receiver.signals import SIGNALS
 
@@ -14,6 +15,7 @@ from otel_delta.receiver.signals import SIGNALS
 class OtlpReceiver:
     def __init__(self, settings: ReceiverSettings, buffer: GroupCommitBuffer) -> None:
         self.settings = settings
+        self.decoder = Decoder(settings.convert_workers)
         self._server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
@@ -21,7 +23,7 @@ class OtlpReceiver:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        self._server.add_generic_rpc_handlers(generic_handlers(buffer, SIGNALS))
+        self._server.add_generic_rpc_handlers(generic_handlers(buffer, self.decoder, SIGNALS))
         self.port = 0
 
     async def start(self) -> int:
@@ -47,3 +49,4 @@ class OtlpReceiver:
     async def stop(self, grace_seconds: float) -> None:
         """Refuse new calls now; let calls in flight finish (their commits) within the grace."""
         await self._server.stop(grace_seconds)
+        self.decoder.close()

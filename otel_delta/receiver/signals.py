@@ -57,3 +57,5 @@ SIGNALS: tuple[Signal, ...] = (
         "rejected_log_records",
     ),
 )
+
+SIGNALS_BY_NAME = {signal.name: signal for signal in SIGNALS}

@@ -1,0 +1,78 @@
+"""Decode + convert of raw Export bytes, in this process or in a pool of worker processes.
+
+Conversion is pure-Python CPU work under the GIL, so one process tops out at one core. With
+`receiver.convert_workers = N` the bytes go to N worker processes, which return Arrow IPC;
+the server process keeps only gRPC, admission and the commits (delta-rs runs outside the GIL).
+This balances load per request, so it helps even when one collector sends on one connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+import pyarrow as pa
+from google.protobuf.message import DecodeError
+
+from otel_delta.convert import Converted, Rejections
+from otel_delta.errors import InvalidRequestError
+from otel_delta.receiver.signals import SIGNALS_BY_NAME, Signal
+
+
+def decode(signal: Signal, raw: bytes) -> Converted:
+    """Raw request bytes → Arrow tables; InvalidRequestError if the bytes are not the request."""
+    try:
+        request = signal.request.FromString(raw)
+    except (DecodeError, RecursionError) as exc:
+        raise InvalidRequestError(f"cannot decode {signal.request.__name__}: {exc}") from None
+    return signal.convert(request)
+
+
+def _to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _decode_in_worker(signal_name: str, raw: bytes) -> tuple[dict[str, bytes], Rejections] | str:
+    """Runs in a worker process; returns plain data (an error is returned as its message)."""
+    try:
+        converted = decode(SIGNALS_BY_NAME[signal_name], raw)
+    except InvalidRequestError as exc:
+        return str(exc)
+    return {name: _to_ipc(t) for name, t in converted.tables.items()}, converted.rejected
+
+
+def _warm_up() -> None:
+    """Imports happen at pool start, not on the first request."""
+
+
+class Decoder:
+    """Decodes in-process (`workers == 0`) or in a process pool."""
+
+    def __init__(self, workers: int) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+        if workers > 0:
+            # spawn, never fork: the server process runs gRPC threads
+            self._pool = ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("spawn")
+            )
+            for future in [self._pool.submit(_warm_up) for _ in range(workers)]:
+                future.result()
+
+    async def decode(self, signal: Signal, raw: bytes) -> Converted:
+        if self._pool is None:
+            return decode(signal, raw)
+        loop = asyncio.get_running_loop()
+        outcome = await loop.run_in_executor(self._pool, _decode_in_worker, signal.name, raw)
+        if isinstance(outcome, str):
+            raise InvalidRequestError(outcome)
+        ipc, rejected = outcome
+        tables = {name: pa.ipc.open_stream(data).read_all() for name, data in ipc.items()}
+        return Converted(tables, rejected)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
