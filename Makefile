@@ -4,10 +4,19 @@
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
+DELTA_VERSION := 4.0.1
+JARS := jars/delta-spark_2.13-$(DELTA_VERSION).jar jars/delta-storage-$(DELTA_VERSION).jar
 
-.PHONY: setup run test quick lint bench clean
+.PHONY: setup run test quick lint bench clean jars
 
-setup: $(STAMP)
+setup: $(STAMP) $(JARS)
+
+# Delta's jars for Spark, fetched once from Maven Central; Spark then starts offline.
+jars: $(JARS)
+
+jars/%.jar:
+	mkdir -p jars
+	mvn -q dependency:copy -Dartifact=io.delta:$(subst -$(DELTA_VERSION),,$*):$(DELTA_VERSION) -DoutputDirectory=jars
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,4 +41,4 @@ bench: setup
 	$(VENV)/bin/python -m bench.ingest
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) jars *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Spark engine: the one place a SparkSession is configured."""

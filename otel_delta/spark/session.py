@@ -1,0 +1,59 @@
+"""The SparkSession, configured for our Delta tables and started without network access.
+
+Delta's jars are fetched once by `make jars` (Maven) into ./jars and passed as `spark.jars`,
+so no Spark start resolves anything from a repository.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from otel_delta.errors import OtelDeltaError
+
+DELTA_VERSION = "4.0.1"  # pairs with pyspark 4.0.x only
+DELTA_JARS = (f"delta-spark_2.13-{DELTA_VERSION}.jar", f"delta-storage-{DELTA_VERSION}.jar")
+DEFAULT_JAR_DIR = Path(__file__).resolve().parents[2] / "jars"
+
+
+class SparkSetupError(OtelDeltaError):
+    """Spark cannot start as configured (e.g. Delta's jars were never fetched)."""
+
+
+def delta_jars(jar_dir: Path | None = None) -> list[Path]:
+    directory = Path(os.environ.get("OTEL_DELTA_JARS", jar_dir or DEFAULT_JAR_DIR))
+    paths = [directory / name for name in DELTA_JARS]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise SparkSetupError(
+            f"Delta jar(s) {', '.join(missing)} not found in {directory}: run `make jars`"
+        )
+    return paths
+
+
+def spark_session(master: str = "local[2]", app_name: str = "otel-delta"):
+    """A session reading and writing Delta, quiet, UI off, bound to 127.0.0.1."""
+    from pyspark.sql import SparkSession
+
+    jars = ",".join(str(p) for p in delta_jars())
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.jars", jars)
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+        # features delta-rs cannot write must stay off on tables both engines share
+        .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
+        .config("spark.databricks.delta.properties.defaults.enableRowTracking", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
