@@ -74,10 +74,9 @@ def _scope(row: Row) -> InstrumentationScope:
 class _Grouper:
     """Finds or creates the Resource*/Scope* container of a row, in first-seen order."""
 
-    def __init__(self, resources, scopes_field: str, items_field: str) -> None:
+    def __init__(self, resources, scopes_field: str) -> None:
         self.resources = resources
         self.scopes_field = scopes_field
-        self.items_field = items_field
         self.by_resource: dict[tuple, tuple[Any, dict[tuple, Any]]] = {}
 
     def items(self, row: Row):
@@ -102,7 +101,7 @@ def _id(hex_text: str | None) -> bytes:
 
 def spans_from_arrow(table: pa.Table) -> ExportTraceServiceRequest:
     request = ExportTraceServiceRequest()
-    grouper = _Grouper(request.resource_spans, "scope_spans", "spans")
+    grouper = _Grouper(request.resource_spans, "scope_spans")
     for row in table.to_pylist():
         scope_spans = grouper.items(row)
         scope_spans.spans.append(
@@ -150,7 +149,7 @@ def spans_from_arrow(table: pa.Table) -> ExportTraceServiceRequest:
 
 def logs_from_arrow(table: pa.Table) -> ExportLogsServiceRequest:
     request = ExportLogsServiceRequest()
-    grouper = _Grouper(request.resource_logs, "scope_logs", "log_records")
+    grouper = _Grouper(request.resource_logs, "scope_logs")
     for row in table.to_pylist():
         record = LogRecord(
             time_unix_nano=_u64(row["time_unix_nano"]),
@@ -280,7 +279,7 @@ METRIC_IDENTITY = (
 def metrics_from_arrow(tables: dict[str, pa.Table]) -> ExportMetricsServiceRequest:
     """Rebuild one request from the metrics tables (in POINT_TABLES order)."""
     request = ExportMetricsServiceRequest()
-    grouper = _Grouper(request.resource_metrics, "scope_metrics", "metrics")
+    grouper = _Grouper(request.resource_metrics, "scope_metrics")
     metrics: dict[tuple, metrics_pb2.Metric] = {}
     rows: Iterable[tuple[str, Row]] = (
         (field, row)

@@ -17,9 +17,6 @@ class TableSpec:
     schema: pa.Schema
     description: str
 
-    def empty(self) -> pa.Table:
-        return self.schema.empty_table()
-
 
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
