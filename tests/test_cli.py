@@ -20,9 +20,18 @@ from tests.helpers import read_table
 pytestmark = pytest.mark.e2e
 
 
+def serve_command(config: Path) -> list[str]:
+    return [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)]
+
+
+def run_serve(config: Path) -> subprocess.CompletedProcess:
+    """`serve` that is expected to fail at start: its exit code and stderr."""
+    return subprocess.run(serve_command(config), capture_output=True, text=True, timeout=60)
+
+
 def start_serve(config: Path) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)],
+        serve_command(config),
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -70,12 +79,7 @@ def test_sigterm_commits_requests_in_flight_and_exits_zero(tmp_path: Path) -> No
 def test_bad_config_is_one_clear_line(tmp_path: Path) -> None:
     config = tmp_path / "deltalake.toml"
     config.write_text("[buffer]\nmax_rows = 0\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_serve(config)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -91,12 +95,7 @@ def test_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
     first, port = start_serve(config)
     try:
         config.write_text(f'[receiver]\ngrpc_endpoint = "127.0.0.1:{port}"\n')
-        result = subprocess.run(
-            [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = run_serve(config)
         assert result.returncode == 2
         assert "receiver.grpc_endpoint" in result.stderr and "Traceback" not in result.stderr
     finally:

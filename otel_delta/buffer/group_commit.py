@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -38,7 +37,6 @@ class FlushStats:
     commits: int = 0
     rows: int = 0
     failures: int = 0
-    last_commit_seconds: float = 0.0
 
 
 class GroupCommitBuffer:
@@ -134,10 +132,8 @@ class GroupCommitBuffer:
                 pending.future.set_result(None)
 
     def _commit(self, name: str, pending: _Pending) -> None:
-        started = time.perf_counter()
         data = pa.concat_tables(pending.batches)
         version = self.writer.append(name, data)
-        self.stats.last_commit_seconds = time.perf_counter() - started
         log.debug("committed %d rows to %s as version %d", data.num_rows, name, version)
 
     async def close(self) -> None:

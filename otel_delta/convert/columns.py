@@ -68,10 +68,8 @@ def _map(offsets: list[int], keys: list[str], values: list) -> pa.Array:
     )
 
 
-def unsigned(values: Sequence[int], width: int = 64) -> pa.Array:
-    """uint64/uint32 values as int64, bit-for-bit (only uint64 above 2^63-1 changes sign)."""
-    if width == 32:
-        return pa.array(values, pa.int64())
+def unsigned(values: Sequence[int]) -> pa.Array:
+    """uint64 values as int64, bit-for-bit (only values above 2^63-1 change sign)."""
     return pa.array(values, pa.uint64()).cast(pa.int64(), safe=False)
 
 

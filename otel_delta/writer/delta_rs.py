@@ -93,13 +93,14 @@ class DeltaRsWriter:
         return table
 
     def _check_compatible(self, name: str, table: DeltaTable) -> None:
-        found = table.metadata().configuration.get(SCHEMA_VERSION_PROPERTY)
+        metadata = table.metadata()
+        found = metadata.configuration.get(SCHEMA_VERSION_PROPERTY)
         if found is not None and int(found) > SCHEMA_VERSION:
             raise CommitError(
                 f"table {name} has schema version {found}, newer than this bridge's "
                 f"{SCHEMA_VERSION}: upgrade otel-delta"
             )
-        partitions = tuple(table.metadata().partition_columns)
+        partitions = tuple(metadata.partition_columns)
         if partitions != self.options.partition_by:
             raise CommitError(
                 f"table {name} is partitioned by {list(partitions)} but deltalake.partition_by "

@@ -19,7 +19,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta.convert.to_otlp import spans_from_arrow
-from tests.helpers import read_table, running_bridge, table_exists
+from tests.helpers import RunningBridge, make_settings, read_table, running_bridge, table_exists
 
 pytestmark = pytest.mark.e2e
 
@@ -205,8 +205,6 @@ def test_failed_commit_answers_unavailable(tmp_path) -> None:
 
 
 def test_message_over_the_receive_limit_is_refused(tmp_path) -> None:
-    from tests.helpers import RunningBridge, make_settings
-
     settings = make_settings(tmp_path)
     settings = settings.model_copy(
         update={
