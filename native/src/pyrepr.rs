@@ -15,15 +15,8 @@ pub fn float_repr(out: &mut String, x: f64) {
         out.push_str(if x.is_sign_negative() { "-0.0" } else { "0.0" });
         return;
     }
-    // Rust's `{:e}` gives the shortest round-trip digits as d[.ddd]e<exp>.
-    let sci = format!("{:e}", x);
-    let (mantissa, exp) = sci.split_once('e').expect("LowerExp has an exponent");
-    let exp: i32 = exp.parse().expect("LowerExp exponent is an integer");
-    let (negative, mantissa) = match mantissa.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, mantissa),
-    };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let (digits, exp) = shortest_digits(x.abs());
+    let negative = x < 0.0;
     let decpt = exp + 1; // x = 0.DIGITS * 10^decpt
     if negative {
         out.push('-');
@@ -90,4 +83,76 @@ pub fn json_str(out: &mut String, s: &str, ensure_ascii: bool) {
         }
     }
     out.push('"');
+}
+
+/// `(digits, exponent)` of the shortest decimal that reads back as `x` (> 0), and of those the
+/// nearest to `x`, ties to an even last digit: David Gay's mode 0, which Python's repr uses.
+/// Rust's `{:e}` gives a shortest string too, but may break an exact tie the other way.
+fn shortest_digits(x: f64) -> (String, i32) {
+    let (digits, exp) = split_sci(&format!("{:e}", x));
+    let last = digits.as_bytes()[digits.len() - 1] - b'0';
+    let other_reads_back = [last.wrapping_sub(1), last + 1].into_iter().any(|d| {
+        (1..=9).contains(&d) && {
+            let mut alt = digits.clone();
+            alt.pop();
+            alt.push((b'0' + d) as char);
+            parse_digits(&alt, exp) == x
+        }
+    });
+    if !other_reads_back {
+        return (digits, exp);
+    }
+    // Several shortest strings read back: round the exact expansion of x to the same length.
+    let (exact, exact_exp) = split_sci(&format!("{:.800e}", x));
+    let n = digits.len();
+    let bytes = exact.as_bytes();
+    let mut kept: Vec<u8> = bytes[..n.min(bytes.len())].to_vec();
+    let rest = &bytes[n.min(bytes.len())..];
+    let round_up = match rest.first() {
+        None => false,
+        Some(&d) if d > b'5' => true,
+        Some(&d) if d < b'5' => false,
+        Some(_) if rest[1..].iter().any(|d| *d != b'0') => true,
+        Some(_) => (kept[n - 1] - b'0') % 2 == 1, // exact tie: to even
+    };
+    let mut rounded_exp = exact_exp;
+    if round_up {
+        let mut i = n;
+        loop {
+            if i == 0 {
+                kept.insert(0, b'1');
+                kept.pop();
+                rounded_exp += 1;
+                break;
+            }
+            i -= 1;
+            if kept[i] == b'9' {
+                kept[i] = b'0';
+            } else {
+                kept[i] += 1;
+                break;
+            }
+        }
+    }
+    while kept.len() > 1 && kept[kept.len() - 1] == b'0' {
+        kept.pop();
+    }
+    let candidate = String::from_utf8(kept).expect("ascii digits");
+    if candidate.len() == n && parse_digits(&candidate, rounded_exp) == x {
+        (candidate, rounded_exp)
+    } else {
+        (digits, exp)
+    }
+}
+
+/// "d.ddde-7" → ("dddd", -7).
+fn split_sci(sci: &str) -> (String, i32) {
+    let (mantissa, exp) = sci.split_once('e').expect("LowerExp has an exponent");
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    (digits, exp.parse().expect("LowerExp exponent is an integer"))
+}
+
+fn parse_digits(digits: &str, exp: i32) -> f64 {
+    let text = format!("{}.{}e{}", &digits[..1], &digits[1..], exp);
+    text.parse().unwrap_or(f64::NAN)
 }
