@@ -5,11 +5,13 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 DELTA_VERSION := 4.0.1
+NATIVE := $(VENV)/.native-installed
+NATIVE_SRC := $(wildcard native/src/*.rs) $(addprefix native/,Cargo.toml Cargo.lock build.rs descriptors.py pyproject.toml)
 JARS := jars/delta-spark_2.13-$(DELTA_VERSION).jar jars/delta-storage-$(DELTA_VERSION).jar
 
-.PHONY: setup run test quick lint bench clean jars
+.PHONY: setup run test quick lint bench clean jars native
 
-setup: $(STAMP) $(JARS)
+setup: $(STAMP) $(NATIVE) $(JARS)
 
 # Delta's jars for Spark, fetched once from Maven Central; Spark then starts offline.
 jars: $(JARS)
@@ -23,6 +25,15 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install --quiet --upgrade pip==26.3
 	$(VENV)/bin/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The native (Rust) converter, built with the machine's cargo into the venv; its OTLP types are
+# generated from the descriptors of the venv's opentelemetry-proto package.
+native: $(NATIVE)
+
+$(NATIVE): $(STAMP) $(NATIVE_SRC)
+	cd native && VIRTUAL_ENV=$(abspath $(VENV)) OTEL_DELTA_PYTHON=$(abspath $(VENV))/bin/python \
+		$(abspath $(VENV))/bin/maturin develop --release --locked --quiet
+	touch $@
 
 run: setup
 	$(VENV)/bin/otel-delta serve --config deltalake.toml
@@ -41,4 +52,4 @@ bench: setup
 	$(VENV)/bin/python -m bench.ingest
 
 clean:
-	rm -rf $(VENV) jars *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) jars *.egg-info .pytest_cache .ruff_cache native/target
