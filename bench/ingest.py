@@ -55,6 +55,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from otel_delta.convert import spans_to_arrow
+from otel_delta.convert.native import native_converter
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_FILE = Path(__file__).resolve().parent / "results" / "ingest-latest.json"
@@ -218,6 +219,7 @@ class Baseline:
     encode_seconds: float
     concat_seconds: float
     parquet_bytes: int
+    native_convert_seconds: float | None = None  # bytes → table, parse included; None: not built
 
     def rate(self, seconds: float) -> float:
         return self.spans / seconds if seconds > 0 else 0.0
@@ -271,6 +273,11 @@ def run_baseline(payloads: Sequence[Payload]) -> Baseline:
     encoded = time.perf_counter()
     _encode(pa.concat_tables(tables))
     concatenated = time.perf_counter()
+    native_seconds = None
+    if (native := native_converter("traces")) is not None:
+        for p in payloads:
+            native(p.data)
+        native_seconds = time.perf_counter() - concatenated
     return Baseline(
         spans=sum(t.num_rows for t in tables),
         request_bytes=sum(len(p.data) for p in payloads),
@@ -279,6 +286,7 @@ def run_baseline(payloads: Sequence[Payload]) -> Baseline:
         encode_seconds=encoded - converted,
         concat_seconds=concatenated - encoded,
         parquet_bytes=parquet_bytes,
+        native_convert_seconds=native_seconds,
     )
 
 
@@ -311,11 +319,14 @@ class ServerStats:
 class BridgeProcess:
     """`otel-delta serve` in a child process, with its stderr drained and its RSS sampled."""
 
-    def __init__(self, workdir: Path, flush_interval: float, convert_workers: int) -> None:
+    def __init__(
+        self, workdir: Path, flush_interval: float, convert_workers: int, native: str
+    ) -> None:
         self.lake = workdir / "lake"
         self.config = workdir / "deltalake.toml"
         self.config.write_text(
             f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nconvert_workers = {convert_workers}\n'
+            f'native_convert = "{native}"\n'
             f"[buffer]\nflush_interval_seconds = {flush_interval}\nmax_rows = 100000\n"
             f'[deltalake]\ntable_path = "{self.lake}"\n'
         )
@@ -584,9 +595,10 @@ def run_bridge(
     max_seconds: float,
     flush_interval: float,
     convert_workers: int,
+    native: str,
 ) -> BridgeRun:
     with _workdir() as workdir:
-        server = BridgeProcess(workdir, flush_interval, convert_workers)
+        server = BridgeProcess(workdir, flush_interval, convert_workers, native)
         try:
             port = server.wait_for_port()
             cpu_before = server.cpu_seconds()
@@ -647,6 +659,11 @@ def render(args: argparse.Namespace, base: Baseline, run: BridgeRun, build_secon
         ("  limit: parse + Parquet zstd", base.limit_rate, base.limit_seconds),
         ("  parse + convert + Parquet zstd", base.pipeline_rate, base.pipeline_seconds),
         ("  (convert alone)", base.rate(base.convert_seconds), base.convert_seconds),
+        *(
+            [("  (native convert alone, parse incl.)", base.rate(nat), nat)]
+            if (nat := base.native_convert_seconds)
+            else []
+        ),
         ("  (Parquet zstd alone, per request)", base.encode_rate, base.encode_seconds),
         ("  (Parquet zstd alone, concatenated)", base.concat_rate, base.concat_seconds),
         (f"bridge process, {ingest.clients} gRPC clients:", None, None),
@@ -670,7 +687,7 @@ def render(args: argparse.Namespace, base: Baseline, run: BridgeRun, build_secon
     lines = [
         f"otel-delta ingest benchmark: {base.spans:,} spans, {args.spans_per_request} per request, "
         f"{os.cpu_count()} CPUs, flush interval {args.flush_interval} s, "
-        f"{args.convert_workers} convert workers",
+        f"{args.convert_workers} convert workers, native convert {args.native}",
         f"(payloads built in {build_seconds:.1f} s, {base.request_bytes / MIB:,.1f} MiB of OTLP)",
         "",
         f"{'':<{width}}{'spans/s':>12}{'seconds':>10}",
@@ -759,6 +776,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--convert-workers", type=int, default=2, help="bridge receiver.convert_workers"
     )
+    parser.add_argument(
+        "--native",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="bridge receiver.native_convert (auto: the native converter if built)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--profile-convert",
@@ -780,7 +803,12 @@ def main(argv: list[str] | None = None) -> int:
     base = run_baseline(payloads)
     profile = profile_convert(payloads[: args.profile_convert]) if args.profile_convert else None
     run = run_bridge(
-        payloads, args.clients, args.max_seconds, args.flush_interval, args.convert_workers
+        payloads,
+        args.clients,
+        args.max_seconds,
+        args.flush_interval,
+        args.convert_workers,
+        args.native,
     )
     found = problems(run)
     print(render(args, base, run, build_seconds))
