@@ -13,6 +13,7 @@ use pyo3::types::{PyBytes, PyCapsule};
 mod anyvalue;
 mod columns;
 mod context;
+mod logs;
 mod pyrepr;
 mod spans;
 
@@ -65,28 +66,37 @@ fn import_schema(schema: &Bound<'_, PyAny>) -> PyResult<SchemaRef> {
 
 type Converted = Option<(Option<ArrowBatch>, u64, Vec<String>)>;
 
-/// Converts ExportTraceServiceRequest bytes into the `spans` table of `schema`.
+type ConvertFn = fn(&[u8], &Schema, usize) -> Result<Outcome, String>;
+
+/// Converts one signal's Export request bytes into its table of `schema`.
 ///
+/// `Converter(signal, schema, max_messages)`, signal "traces" (table `spans`) or "logs".
 /// `convert(raw)` returns None when the request must go to the Python converter (bytes that do
 /// not decode, or attribute values nested deeper than the native limit), else
 /// `(batch or None, rejected count, first distinct rejection messages)`.
 #[pyclass(frozen)]
-struct SpansConverter {
+struct Converter {
+    convert: ConvertFn,
     schema: SchemaRef,
     max_messages: usize,
 }
 
 #[pymethods]
-impl SpansConverter {
+impl Converter {
     #[new]
-    fn new(schema: &Bound<'_, PyAny>, max_messages: usize) -> PyResult<Self> {
-        Ok(Self { schema: import_schema(schema)?, max_messages })
+    fn new(signal: &str, schema: &Bound<'_, PyAny>, max_messages: usize) -> PyResult<Self> {
+        let convert: ConvertFn = match signal {
+            "traces" => spans::convert,
+            "logs" => logs::convert,
+            other => return Err(PyValueError::new_err(format!("no native converter for {other}"))),
+        };
+        Ok(Self { convert, schema: import_schema(schema)?, max_messages })
     }
 
     fn convert(&self, py: Python<'_>, raw: &Bound<'_, PyBytes>) -> PyResult<Converted> {
         let bytes = raw.as_bytes();
         let outcome = py
-            .detach(|| spans::convert(bytes, &self.schema, self.max_messages))
+            .detach(|| (self.convert)(bytes, &self.schema, self.max_messages))
             .map_err(PyRuntimeError::new_err)?;
         match outcome {
             Outcome::Fallback => Ok(None),
@@ -108,7 +118,7 @@ impl SpansConverter {
 
 #[pymodule]
 fn otel_delta_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<SpansConverter>()?;
+    m.add_class::<Converter>()?;
     m.add_class::<ArrowBatch>()?;
     Ok(())
 }

@@ -30,9 +30,9 @@ def available() -> bool:
     return otel_delta_native is not None
 
 
-def _converter(table: str, native_class: str) -> NativeConvert:
+def _converter(signal: str, table: str) -> NativeConvert:
     schema = TABLES[table].schema
-    converter = getattr(otel_delta_native, native_class)(schema, MAX_REPORTED_ERRORS)
+    converter = otel_delta_native.Converter(signal, schema, MAX_REPORTED_ERRORS)
 
     def convert(raw: bytes) -> Converted | None:
         outcome = converter.convert(raw)
@@ -48,14 +48,14 @@ def _converter(table: str, native_class: str) -> NativeConvert:
     return convert
 
 
-_SIGNALS = {"traces": ("spans", "SpansConverter")}
+_TABLE_OF = {"traces": "spans", "logs": "logs"}  # signals with a native converter
 _converters: dict[str, NativeConvert] = {}
 
 
 def native_converter(signal: str) -> NativeConvert | None:
     """The native converter of a signal ("traces", …), or None if it has none or is not built."""
-    if otel_delta_native is None or signal not in _SIGNALS:
+    if otel_delta_native is None or signal not in _TABLE_OF:
         return None
     if signal not in _converters:
-        _converters[signal] = _converter(*_SIGNALS[signal])
+        _converters[signal] = _converter(signal, _TABLE_OF[signal])
     return _converters[signal]

@@ -13,6 +13,7 @@ import random
 import struct
 
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import (
     AnyValue,
@@ -22,22 +23,30 @@ from opentelemetry.proto.common.v1.common_pb2 import (
     KeyValue,
     KeyValueList,
 )
+from opentelemetry.proto.logs.v1 import logs_pb2
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from otel_delta.convert import Converted, spans_to_arrow
+from otel_delta.convert import Converted, logs_to_arrow, spans_to_arrow
 from otel_delta.convert.native import IMPORT_ERROR, native_converter
 from otel_delta.receiver.decode import decode
 from otel_delta.receiver.signals import SIGNALS_BY_NAME
 from tests import corpus
 
 TRACES = SIGNALS_BY_NAME["traces"]
+PYTHON = {ExportTraceServiceRequest: spans_to_arrow, ExportLogsServiceRequest: logs_to_arrow}
+SIGNAL = {ExportTraceServiceRequest: "traces", ExportLogsServiceRequest: "logs"}
 
 
 @pytest.fixture(scope="module")
 def native():
-    convert = native_converter("traces")
-    assert convert is not None, f"native converter not built (make setup): {IMPORT_ERROR}"
+    """The native converter of the signal of a request type."""
+    converters = {kind: native_converter(signal) for kind, signal in SIGNAL.items()}
+    assert None not in converters.values(), f"native converter not built: {IMPORT_ERROR}"
+
+    def convert(raw: bytes, kind: type = ExportTraceServiceRequest) -> Converted | None:
+        return converters[kind](raw)
+
     return convert
 
 
@@ -54,18 +63,19 @@ def assert_identical(expected: Converted, actual: Converted) -> None:
         assert got.equals(want)
 
 
-def check(native, request: ExportTraceServiceRequest) -> Converted:
+def check(native, request) -> Converted:
     raw = request.SerializeToString()
-    expected = spans_to_arrow(ExportTraceServiceRequest.FromString(raw))
-    actual = native(raw)
+    kind = type(request)
+    expected = PYTHON[kind](kind.FromString(raw))
+    actual = native(raw, kind)
     assert actual is not None, "native converter declined a request it must handle"
     assert_identical(expected, actual)
     return actual
 
 
 def test_every_field_corpus(native) -> None:
-    converted = check(native, corpus.trace_request())
-    assert converted.tables["spans"].num_rows > 0
+    assert check(native, corpus.trace_request()).tables["spans"].num_rows > 0
+    assert check(native, corpus.logs_request()).tables["logs"].num_rows > 0
 
 
 # --- the random corpus ------------------------------------------------------------------
@@ -217,12 +227,31 @@ def random_span(rng: random.Random) -> trace_pb2.Span:
     return span
 
 
-def random_request(rng: random.Random) -> ExportTraceServiceRequest:
-    request = ExportTraceServiceRequest()
+def random_log(rng: random.Random) -> logs_pb2.LogRecord:
+    record = logs_pb2.LogRecord(
+        time_unix_nano=rng.choice([0, random_u64(rng)]),
+        observed_time_unix_nano=random_u64(rng),
+        severity_number=rng.choice([0, 9, 17, 24, 99, -3]),
+        severity_text=random_string(rng),
+        attributes=random_attributes(rng, 6),
+        dropped_attributes_count=rng.getrandbits(32),
+        flags=rng.getrandbits(32),
+        trace_id=rng.choice([b"", random_id(rng, 16)]),
+        span_id=rng.choice([b"", random_id(rng, 8)]),
+        event_name=random_string(rng),
+    )
+    if rng.random() < 0.8:  # else no body at all (a present empty body is "empty")
+        record.body.CopyFrom(random_value(rng))
+    return record
+
+
+def random_request(rng: random.Random, kind: type = ExportTraceServiceRequest):
+    request = kind()
+    groups = request.resource_spans if kind is ExportTraceServiceRequest else request.resource_logs
     for _ in range(rng.randint(0, 3)):
-        resource_spans = request.resource_spans.add(schema_url=random_string(rng))
+        resource_group = groups.add(schema_url=random_string(rng))
         if rng.random() < 0.85:
-            resource_spans.resource.CopyFrom(
+            resource_group.resource.CopyFrom(
                 Resource(
                     attributes=random_attributes(rng, 5),
                     dropped_attributes_count=rng.randint(0, 3),
@@ -238,9 +267,14 @@ def random_request(rng: random.Random) -> ExportTraceServiceRequest:
                 )
             )
         for _ in range(rng.randint(0, 3)):
-            scope_spans = resource_spans.scope_spans.add(schema_url=random_string(rng))
+            if kind is ExportTraceServiceRequest:
+                scope_group = resource_group.scope_spans.add(schema_url=random_string(rng))
+                items, make = scope_group.spans, random_span
+            else:
+                scope_group = resource_group.scope_logs.add(schema_url=random_string(rng))
+                items, make = scope_group.log_records, random_log
             if rng.random() < 0.85:
-                scope_spans.scope.CopyFrom(
+                scope_group.scope.CopyFrom(
                     InstrumentationScope(
                         name=random_string(rng),
                         version=random_string(rng),
@@ -248,16 +282,17 @@ def random_request(rng: random.Random) -> ExportTraceServiceRequest:
                         dropped_attributes_count=rng.randint(0, 3),
                     )
                 )
-            scope_spans.spans.extend(random_span(rng) for _ in range(rng.randint(0, 6)))
+            items.extend(make(rng) for _ in range(rng.randint(0, 6)))
     return request
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_random_corpus(native, seed: int) -> None:
+@pytest.mark.parametrize("kind", [ExportTraceServiceRequest, ExportLogsServiceRequest])
+@pytest.mark.parametrize("seed", range(6))
+def test_random_corpus(native, seed: int, kind: type) -> None:
     rng = random.Random(seed)
     rows = rejected = 0
     for _ in range(40):
-        converted = check(native, random_request(rng))
+        converted = check(native, random_request(rng, kind))
         rows += converted.rows
         rejected += converted.rejected.count
     assert rows > 0 and rejected > 0  # the corpus exercises both paths
