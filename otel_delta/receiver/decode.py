@@ -86,7 +86,9 @@ class Decoder:
 
     async def decode(self, signal: Signal, raw: bytes) -> Converted:
         if self._pool is None:
-            return decode(signal, raw, self.native)
+            if self.native:  # the native converter releases the GIL: keep the event loop free
+                return await asyncio.to_thread(decode, signal, raw, True)
+            return decode(signal, raw)
         loop = asyncio.get_running_loop()
         outcome = await loop.run_in_executor(
             self._pool, _decode_in_worker, signal.name, raw, self.native
