@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 DELTA_VERSION := 4.0.1
+# rustup installs cargo in ~/.cargo/bin, which a non-login shell may not have on PATH
+export PATH := $(PATH):$(HOME)/.cargo/bin
 NATIVE := $(VENV)/.native-installed
 NATIVE_SRC := $(wildcard native/src/*.rs) $(addprefix native/,Cargo.toml Cargo.lock build.rs descriptors.py pyproject.toml)
 JARS := jars/delta-spark_2.13-$(DELTA_VERSION).jar jars/delta-storage-$(DELTA_VERSION).jar

@@ -29,6 +29,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta.convert import Converted, logs_to_arrow, spans_to_arrow
 from otel_delta.convert.native import IMPORT_ERROR, native_converter
+from otel_delta.errors import InvalidRequestError
 from otel_delta.receiver.decode import decode
 from otel_delta.receiver.signals import SIGNALS_BY_NAME
 from tests import corpus
@@ -362,3 +363,42 @@ def test_deeper_nesting_is_declined_and_decode_gives_the_python_answer(native, d
 def test_undecodable_bytes_are_declined(native) -> None:
     assert native(b"\xff\xff\xff\xff garbage") is None
     assert native(b"\x0a\x05\x12\x03") is None  # truncated message
+
+
+def outcome(signal: str, raw: bytes, native: bool):
+    """What the receiver makes of some bytes: its error message, or tables and rejections."""
+    try:
+        converted = decode(SIGNALS_BY_NAME[signal], raw, native)
+    except InvalidRequestError as exc:
+        return str(exc)
+    return converted
+
+
+@pytest.mark.parametrize(
+    ("signal", "request_of"), [("traces", corpus.trace_request), ("logs", corpus.logs_request)]
+)
+def test_mutated_bytes_get_the_same_answer(native, signal, request_of) -> None:
+    """Flipped, cut and inserted bytes: wire-type mismatches, bad UTF-8, truncations, unknown
+    fields. Whatever Python's decoder accepts or refuses, the receiver's answer is the same."""
+    rng = random.Random(3)
+    original = request_of().SerializeToString()
+    accepted = 0
+    for _ in range(400):
+        raw = bytearray(original)
+        for _ in range(rng.randint(1, 4)):
+            pos = rng.randrange(len(raw))
+            pick = rng.random()
+            if pick < 0.6:
+                raw[pos] = rng.randrange(256)
+            elif pick < 0.8:
+                del raw[pos : pos + rng.randint(1, 8)]
+            else:
+                raw[pos:pos] = rng.randbytes(rng.randint(1, 4))
+        expected = outcome(signal, bytes(raw), native=False)
+        actual = outcome(signal, bytes(raw), native=True)
+        if isinstance(expected, str):
+            assert actual == expected
+        else:
+            accepted += 1
+            assert_identical(expected, actual)
+    assert 0 < accepted < 400
