@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+import os
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pyarrow as pa
 from google.protobuf.message import DecodeError
@@ -76,6 +77,10 @@ class Decoder:
     def __init__(self, workers: int, native: bool = False) -> None:
         self.native = native
         self._pool: ProcessPoolExecutor | None = None
+        # in-process native conversion runs outside the GIL: one thread per core is enough
+        self._threads: ThreadPoolExecutor | None = None
+        if native and workers == 0:
+            self._threads = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="convert")
         if workers > 0:
             # spawn, never fork: the server process runs gRPC threads
             self._pool = ProcessPoolExecutor(
@@ -86,8 +91,9 @@ class Decoder:
 
     async def decode(self, signal: Signal, raw: bytes) -> Converted:
         if self._pool is None:
-            if self.native:  # the native converter releases the GIL: keep the event loop free
-                return await asyncio.to_thread(decode, signal, raw, True)
+            if self._threads is not None:  # keep the event loop free while converting
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(self._threads, decode, signal, raw, True)
             return decode(signal, raw)
         loop = asyncio.get_running_loop()
         outcome = await loop.run_in_executor(
@@ -100,5 +106,7 @@ class Decoder:
         return Converted(tables, rejected)
 
     def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown(wait=True, cancel_futures=True)
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
