@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 
 import grpc
 import pytest
@@ -36,6 +39,30 @@ def test_on_without_the_native_module_fails_at_start_with_one_line(monkeypatch) 
         use_native("on")
     assert "receiver.native_convert" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.e2e
+def test_serve_with_native_on_but_not_built_exits_with_one_line(tmp_path) -> None:
+    shadow = tmp_path / "shadow"  # an otel_delta_native that fails to import, first on the path
+    shadow.mkdir()
+    (shadow / "otel_delta_native.py").write_text('raise ImportError("simulated: not built")\n')
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nnative_convert = "on"\n'
+        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
+    )
+    env = {**os.environ, "PYTHONPATH": str(shadow)}
+    done = subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "receiver.native_convert" in lines[0] and "simulated: not built" in lines[0]
 
 
 def run(lakehouse, mode: str, workers: int):
