@@ -7,6 +7,8 @@ import logging
 
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.config import Settings
+from otel_delta.maintenance import Maintainer
+from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.receiver import OtlpReceiver
 from otel_delta.writer.delta_rs import DeltaRsWriter, WriterOptions
 
@@ -37,6 +39,7 @@ class Bridge:
         self.writer = DeltaRsWriter(writer_options(settings))
         self.buffer: GroupCommitBuffer | None = None
         self.receiver: OtlpReceiver | None = None
+        self.maintainer: Maintainer | None = None
 
     async def start(self) -> int:
         """Start flushing and serving; returns the bound gRPC port."""
@@ -50,11 +53,18 @@ class Bridge:
         )
         self.buffer.start()
         self.receiver = OtlpReceiver(self.settings.receiver, self.buffer)
-        return await self.receiver.start()
+        port = await self.receiver.start()
+        policy = maintenance_policy(self.settings)
+        if policy is not None:
+            self.maintainer = Maintainer(policy)
+            self.maintainer.start()
+        return port
 
     async def stop(self, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop accepting, commit what is buffered, answer the waiting requests."""
         assert self.buffer is not None and self.receiver is not None
+        if self.maintainer is not None:
+            await asyncio.to_thread(self.maintainer.stop)
         await asyncio.gather(self.receiver.stop(grace_seconds), self.buffer.close())
         stats = self.buffer.stats
         log.info(
