@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TablePolicy:
-    """What to do to a table each round (built from `[deltalake.table]` and `[deltalake.storage]`)."""
+    """What to do to a table each round (from `[deltalake.table]` and `[deltalake.storage]`)."""
 
     optimize: bool = True
     vacuum: bool = True
