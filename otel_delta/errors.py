@@ -83,3 +83,29 @@ class PartitionNotFoundError(OtelDeltaError):
         super().__init__(f"table {table!r} has no partition {partition}")
         self.table = table
         self.partition = partition
+
+
+class InvalidQueryError(InvalidPredicateError):
+    """A query argument (column list, limit, version, timestamp) is invalid."""
+
+    def __init__(self, message: str, column: str | None = None) -> None:
+        OtelDeltaError.__init__(self, message)
+        self.predicate = ""
+        self.column = column
+
+
+class VersionNotFoundError(OtelDeltaError):
+    """Time travel to a version or timestamp the table does not have (or has vacuumed)."""
+
+    def __init__(self, table: str, target: str) -> None:
+        super().__init__(f"table {table!r} has no version {target}")
+        self.table = table
+        self.target = target
+
+
+class MissingDependencyError(OtelDeltaError):
+    """An optional dependency (e.g. pandas) is needed for this call."""
+
+
+class OperationDisabledError(OtelDeltaError):
+    """The operation is switched off in [deltalake.operations]."""

@@ -42,7 +42,7 @@ class DeltaLakeConnector:
         self.config: Settings = config
         self.engine: Engine = check_engine(engine)
         self._spark = spark
-        self._writer = DeltaRsWriter(writer_options(config))
+        self.writer = DeltaRsWriter(writer_options(config))
 
     @property
     def root(self) -> str:
@@ -82,7 +82,7 @@ class DeltaLakeConnector:
 
         if name not in TABLES:
             raise TableNotFoundError(name)
-        self._writer.open(name)  # the writer owns creation: same schema, partitions, properties
+        self.writer.open(name)  # the writer owns creation: same schema, partitions, properties
         return Table(self, name, DeltaTable(self.uri(name), storage_options=self.storage_options))
 
     def list_tables(self) -> list[str]:
@@ -100,7 +100,11 @@ class DeltaLakeConnector:
         if "://" in uri and not uri.startswith("file://"):
             raise NotImplementedError("delete_table on object stores is not supported")
         shutil.rmtree(uri.removeprefix("file://"))
-        self._writer = DeltaRsWriter(writer_options(self.config))  # forget cached handles
+        self.writer.forget(name)
+
+    def forget_writer_handle(self, name: str) -> None:
+        """After a schema change: the writer reloads the table before its next append."""
+        self.writer.forget(name)
 
     def trace(self, trace_id: str) -> pa.Table:
         """All spans of one trace, sorted by start time (see Table.trace)."""

@@ -125,9 +125,8 @@ KEYWORDS = {
     "LIKE",
     "TRUE",
     "FALSE",
-    "DATE",
-    "TIMESTAMP",
 }
+TYPED_LITERALS = ("DATE", "TIMESTAMP")  # only before a string: `date` is also a column
 FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
@@ -282,9 +281,17 @@ class _Parser:
             raise self.error("a condition must start with a column")
         return operand
 
+    def typed_literal_ahead(self) -> bool:
+        token, following = self.peek, self.tokens[self.i + 1]
+        return (
+            token.kind == "ident"
+            and token.text.upper() in TYPED_LITERALS
+            and following.kind == "string"
+        )
+
     def operand(self) -> Column | object:
         token = self.peek
-        if token.kind == "ident":
+        if token.kind == "ident" and not self.typed_literal_ahead():
             self.take()
             return self.column(token.text)
         return self.literal()
@@ -306,6 +313,9 @@ class _Parser:
         return Column(name, type_)
 
     def literal(self) -> object:
+        if self.typed_literal_ahead():
+            kind = self.take().text.upper()
+            return _parse_time(_unquote(self.take().text), kind == "DATE", self)
         token = self.take()
         if token.kind == "string":
             return _unquote(token.text)
@@ -316,9 +326,6 @@ class _Parser:
             return token.text == "TRUE"
         if token.kind == "keyword" and token.text == "NULL":
             raise self.error("compare with NULL using IS NULL / IS NOT NULL")
-        if token.kind == "keyword" and token.text in ("DATE", "TIMESTAMP"):
-            text = self.expect("string").text
-            return _parse_time(_unquote(text), token.text == "DATE", self)
         raise self.error(f"expected a value at {token.pos}, found {token.text or 'end of input'!r}")
 
     def coerce(self, raw: object, column: Column) -> Value:
@@ -490,9 +497,13 @@ def _column_sql(column: Column, dialect: Dialect, alias: str | None) -> str:
     text = quote_identifier(column.name, dialect)
     if alias:
         text = f"{alias}.{text}"
-    if column.key is not None:
-        text = f"{text}[{quote_string(column.key, dialect)}]"
-    return text
+    if column.key is None:
+        return text
+    key = quote_string(column.key, dialect)
+    if dialect == "spark":
+        return f"{text}[{key}]"
+    # delta-rs cannot plan `map['key']` (it reads it as a struct field): extract explicitly
+    return f"map_extract({text}, {key})[1]"
 
 
 def _sql(node: Node, dialect: Dialect, alias: str | None) -> str:

@@ -62,6 +62,16 @@ class DeltaRsWriter:
             compression_level=options.compression_level,
         )
 
+    @property
+    def writer_properties(self) -> WriterProperties:
+        """How this writer encodes Parquet (the connector rewrites files the same way)."""
+        return self._writer_properties
+
+    def forget(self, name: str) -> None:
+        """Drop the cached handle (e.g. after a schema change), so the next commit reloads."""
+        with self._locks[name]:
+            self._tables.pop(name, None)
+
     def uri(self, name: str) -> str:
         return table_uri(self.options.table_root, name)
 
