@@ -173,10 +173,10 @@ class _Parser:
 
     @property
     def peek(self) -> _Token:
-        return self.tokens[self.i]
+        return self.tokens[min(self.i, len(self.tokens) - 1)]
 
     def take(self) -> _Token:
-        token = self.tokens[self.i]
+        token = self.peek
         self.i += 1
         return token
 
@@ -282,7 +282,7 @@ class _Parser:
         return operand
 
     def typed_literal_ahead(self) -> bool:
-        token, following = self.peek, self.tokens[self.i + 1]
+        token, following = self.peek, self.tokens[min(self.i + 1, len(self.tokens) - 1)]
         return (
             token.kind == "ident"
             and token.text.upper() in TYPED_LITERALS

@@ -132,32 +132,55 @@ class Query:
         subset = ds.FileSystemDataset(
             fragments, dataset.schema, dataset.format, filesystem=dataset.filesystem
         )
-        columns = list(self._columns or self._table.schema.names)
-        columns += [c for c in self._order_by if c not in columns]
+        columns = self._result_columns()
         predicate = self.predicate
-        return subset.scanner(
-            columns=columns,
-            filter=predicate.to_arrow() if predicate else None,
-            batch_size=batch_size,
-        )
+        extra = [*self._order_by, *(sorted(predicate.columns) if predicate else [])]
+        columns += [c for c in dict.fromkeys(extra) if c not in columns]
+        # The row filter runs on the batches, after the scan has cast every file to the
+        # table schema: pushed into the scan it fails on files delta-rs wrote with
+        # string_view columns (no kernel for string == string_view). Files are pruned above.
+        return subset.scanner(columns=columns, batch_size=batch_size)
 
     def _result_columns(self) -> list[str]:
         return list(self._columns or self._table.schema.names)
 
+    def _filtered_batches(
+        self, delta: DeltaTable, paths: list[str], batch_size: int
+    ) -> Iterator[pa.RecordBatch]:
+        """Matching rows as batches (all scanned columns), in file order."""
+        predicate = self.predicate
+        expression = predicate.to_arrow() if predicate else None
+        for batch in self._scanner(delta, paths, batch_size).to_batches():
+            if expression is not None:
+                batch = batch.filter(expression)
+            if batch.num_rows:
+                yield batch
+
+    def _limited(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        remaining = self._limit
+        columns = self._result_columns()
+        for batch in batches:
+            if remaining is not None:
+                if remaining <= 0:
+                    return
+                batch = batch.slice(0, remaining)
+                remaining -= batch.num_rows
+            yield batch.select(columns)
+
     def execute(self) -> QueryResult:
         """Read: the rows plus the scan statistics."""
         delta, paths, stats = self._plan()
-        scanner = self._scanner(delta, paths, DEFAULT_BATCH_SIZE)
+        batches = self._filtered_batches(delta, paths, DEFAULT_BATCH_SIZE)
+        scanned_schema = self._scanner(delta, [], 1).projected_schema
         if self._order_by:
-            table = scanner.to_table()
+            table = pa.Table.from_batches(list(batches), schema=scanned_schema)
             table = table.sort_by([(c, "ascending") for c in self._order_by])
             if self._limit is not None:
                 table = table.slice(0, self._limit)
-        elif self._limit is not None:
-            table = scanner.head(self._limit)
+            table = table.select(self._result_columns())
         else:
-            table = scanner.to_table()
-        return QueryResult(table.select(self._result_columns()), stats)
+            table = pa.Table.from_batches(list(self._limited(batches)), schema=self.schema())
+        return QueryResult(table, stats)
 
     def to_batches(self, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
         """Stream the result as Arrow record batches (e.g. for Arrow IPC over gRPC).
@@ -168,16 +191,7 @@ class Query:
             yield from self.execute().table.to_batches(batch_size)
             return
         delta, paths, _ = self._plan()
-        remaining = self._limit
-        columns = self._result_columns()
-        for batch in self._scanner(delta, paths, batch_size).to_batches():
-            if remaining is not None:
-                if remaining <= 0:
-                    return
-                batch = batch.slice(0, remaining)
-                remaining -= batch.num_rows
-            if batch.num_rows:
-                yield batch.select(columns)
+        yield from self._limited(self._filtered_batches(delta, paths, batch_size))
 
     def schema(self) -> pa.Schema:
         """The schema the result will have (for streaming headers)."""

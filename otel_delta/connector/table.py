@@ -99,6 +99,10 @@ class Table:
             handle.load_as_version(moment)
         except (DeltaError, OSError, ValueError) as exc:
             raise VersionNotFoundError(self.name, f"at or before {moment.isoformat()}") from exc
+        if handle.version() == 0:  # delta-rs answers version 0 for any earlier moment
+            first = [h["timestamp"] for h in self.delta().history() if h["version"] == 0]
+            if first and first[0] > moment.timestamp() * 1000:
+                raise VersionNotFoundError(self.name, f"at or before {moment.isoformat()}")
         return handle
 
     @property

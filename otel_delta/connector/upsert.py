@@ -189,7 +189,7 @@ def merge_condition(
         left = f"{target}.{quote_identifier(key, dialect)}"
         right = f"{origin}.{quote_identifier(key, dialect)}"
         parts.append(
-            f"{left} IS NOT DISTINCT FROM {right}"
+            f"({left} IS NOT DISTINCT FROM {right})"
             if _nullable(source, key)
             else f"{left} = {right}"
         )
