@@ -173,7 +173,8 @@ def test_terminal_confirmation(lake) -> None:
 
 def test_optimize_z_order(lake, capsys) -> None:
     lakehouse, config = lake
-    before = DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().sort_by("span_id")
+    key = [("service_name", "ascending"), ("span_id", "ascending")]
+    before = DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().sort_by(key)
     code, out, err = run(
         capsys,
         "optimize",
@@ -187,5 +188,5 @@ def test_optimize_z_order(lake, capsys) -> None:
     )
     assert code == 0, err
     assert json.loads(out)["z_order"] == ["trace_id"]
-    after = DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().sort_by("span_id")
+    after = DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().sort_by(key)
     assert after.equals(before)
