@@ -1,16 +1,19 @@
 """The background maintainer: a thread that runs a maintenance round over every table.
 
 A thread (not the event loop) because delta-rs calls block; they release the GIL, so ingestion
-keeps its pace. The first round runs one interval after start, then every interval; `stop`
-lets the round in progress finish (each step is bounded by the table's size).
+keeps its pace. Tables are opened through the connector API, with the server's settings.
+The first round runs one interval after start, then every interval; `stop` lets the round in
+progress finish (each step is bounded by the table's size).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from otel_delta.config import Settings
+from otel_delta.errors import TableNotFoundError
 from otel_delta.maintenance.tasks import TablePolicy, TableReport, maintain_table
 from otel_delta.tables import TABLES
 
@@ -21,8 +24,7 @@ log = logging.getLogger(__name__)
 class MaintenancePolicy:
     interval_seconds: float
     table: TablePolicy
-    table_root: str
-    storage_options: dict[str, str] = field(default_factory=dict)
+    settings: Settings
     tables: tuple[str, ...] = tuple(TABLES)
 
 
@@ -33,7 +35,7 @@ class TableTotals:
     rounds: int = 0
     files_compacted: int = 0
     files_vacuumed: int = 0
-    expired_files_removed: int = 0
+    expired_rows_deleted: int = 0
     errors: int = 0
 
 
@@ -55,6 +57,9 @@ class Maintainer:
         self.totals: dict[str, TableTotals] = {}
         self._checkpointed: dict[str, int] = {}
         self._vacuumed: dict[str, set[str]] = {}
+        from otel_delta.connector import DeltaLakeConnector  # it imports the bridge: not at top
+
+        self.connector = DeltaLakeConnector(policy.settings)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -83,33 +88,32 @@ class Maintainer:
         for name in self.policy.tables:
             if self._stop.is_set() and self._thread is not None:
                 break
-            uri = f"{self.policy.table_root.rstrip('/')}/{name}"
+            try:
+                table = self.connector.table(name)
+            except TableNotFoundError:
+                continue  # not written yet
             report = maintain_table(
-                uri,
-                name,
+                table,
                 self.policy.table,
-                storage_options=self.policy.storage_options,
                 checkpointed_version=self._checkpointed.get(name),
                 vacuumed=self._vacuumed.setdefault(name, set()),
             )
-            if report is None:
-                continue
             totals = self.totals.setdefault(name, TableTotals())
             totals.rounds += 1
             totals.files_compacted += report.files_compacted
             totals.files_vacuumed += report.files_vacuumed
-            totals.expired_files_removed += report.expired_files_removed
+            totals.expired_rows_deleted += report.expired_rows_deleted
             totals.errors += len(report.errors)
             if report.checkpointed:
                 self._checkpointed[name] = report.version
-            if report.files_compacted or report.files_vacuumed or report.expired_files_removed:
+            if report.files_compacted or report.files_vacuumed or report.expired_rows_deleted:
                 log.info(
-                    "maintained %s: %d files compacted into %d, %d vacuumed, %d expired",
+                    "maintained %s: %d files compacted into %d, %d vacuumed, %d expired rows",
                     name,
                     report.files_compacted,
                     report.files_written,
                     report.files_vacuumed,
-                    report.expired_files_removed,
+                    report.expired_rows_deleted,
                 )
             reports.append(report)
         result = RoundReport(self.rounds_run, reports)

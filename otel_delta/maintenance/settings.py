@@ -18,9 +18,6 @@ def maintenance_policy(settings: Settings) -> MaintenancePolicy | None:
         retention_days=table.retention_days or None,
         checkpoint=table.checkpoint_enabled,
         target_file_size=lake.storage.file_size_target,
-        max_commit_retries=lake.operations.max_commit_retries,
-        compression=table.compression,
-        compression_level=table.compression_level,
     )
     anything = policy.optimize or policy.vacuum or policy.retention_days or policy.checkpoint
     if not table.maintenance_interval_seconds or not anything:
@@ -28,6 +25,5 @@ def maintenance_policy(settings: Settings) -> MaintenancePolicy | None:
     return MaintenancePolicy(
         interval_seconds=table.maintenance_interval_seconds,
         table=policy,
-        table_root=lake.resolved_table_path(),
-        storage_options=dict(lake.storage.options),
+        settings=settings,
     )

@@ -11,16 +11,18 @@ from pathlib import Path
 import grpc
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from otel_delta import DeltaConfig, DeltaLakeConnector
 from otel_delta.config import Settings
 from otel_delta.maintenance import maintain_table
 from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.maintenance.tasks import TablePolicy, utc_today
+from otel_delta.tables.schemas import SPANS
 from tests.helpers import RunningBridge, read_table
 
 DAY_NS = 86_400 * 10**9
@@ -31,14 +33,25 @@ def day_ns(days_ago: int) -> int:
     return int(midnight.timestamp()) * 10**9 - days_ago * DAY_NS + 3_600 * 10**9
 
 
-def small_table(uri: str, day: dt.date, values: range) -> None:
-    for v in values:
-        write_deltalake(
-            uri,
-            pa.table({"service_name": ["svc"], "date": pa.array([day]), "x": [v]}),
-            mode="append",
-            partition_by=["service_name", "date"],
-        )
+def spans_rows(day: dt.date, ids: range) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {"service_name": "svc", "date": day, "trace_id": f"{i:032x}", "span_id": f"{i:016x}"}
+            for i in ids
+        ],
+        schema=SPANS,
+    )
+
+
+def spans_table(lake: Path, **deltalake):
+    """The connector's spans table (as the bridge's writer creates it) under `lake`."""
+    connector = DeltaLakeConnector(DeltaConfig.for_path(lake, **deltalake))
+    return connector.get_or_create_table("spans")
+
+
+def commit_each(table, day: dt.date, ids: range) -> None:
+    for i in ids:  # one commit, one small file per row
+        table.bulk_insert(spans_rows(day, range(i, i + 1)))
 
 
 def live_files(uri: str) -> dict[str, int]:
@@ -64,44 +77,45 @@ def compaction_data_change(path: Path) -> set[bool]:
 
 
 def test_round_compacts_closed_partitions_only_expires_and_vacuums(tmp_path: Path) -> None:
-    uri = str(tmp_path / "t")
+    table = spans_table(tmp_path)
+    uri = table.uri
     today = utc_today()
     old, closed = today - dt.timedelta(days=10), today - dt.timedelta(days=1)
-    small_table(uri, old, range(0, 3))
-    small_table(uri, closed, range(3, 7))
-    small_table(uri, today, range(7, 10))
+    commit_each(table, old, range(0, 3))
+    commit_each(table, closed, range(3, 7))
+    commit_each(table, today, range(7, 10))
     policy = TablePolicy(retention_hours=0, retention_days=5)
     vacuumed: set[str] = set()
-    report = maintain_table(uri, "t", policy, today=today, vacuumed=vacuumed)
-    assert report is not None and report.errors == []
-    assert report.expired_files_removed == 3
+    report = maintain_table(table, policy, today=today, vacuumed=vacuumed)
+    assert report.errors == []
+    assert report.expired_rows_deleted == 3
     assert (report.files_compacted, report.files_written) == (4, 1)
     assert report.files_vacuumed == 3 + 4  # expired + compacted-away files, now unreferenced
     assert report.checkpointed
     # today's partition (still being appended to) is left alone; the closed one is one file
     assert live_files(uri) == {str(closed): 1, str(today): 3}
-    assert sorted(DeltaTable(uri).to_pyarrow_table().column("x").to_pylist()) == list(range(3, 10))
-    assert list((tmp_path / "t" / "_delta_log").glob("*.checkpoint.parquet"))
-    assert compaction_data_change(tmp_path / "t") == {False}
+    ids = sorted(DeltaTable(uri).to_pyarrow_table().column("span_id").to_pylist())
+    assert ids == [f"{i:016x}" for i in range(3, 10)]
+    assert list((tmp_path / "spans" / "_delta_log").glob("*.checkpoint.parquet"))
+    assert compaction_data_change(tmp_path / "spans") == {False}
     # an idle table: a second round changes nothing and writes no checkpoint again
     again = maintain_table(
-        uri, "t", policy, today=today, checkpointed_version=report.version, vacuumed=vacuumed
+        table, policy, today=today, checkpointed_version=report.version, vacuumed=vacuumed
     )
-    assert again is not None and again.errors == []
+    assert again.errors == []
     assert (again.files_compacted, again.files_vacuumed, again.checkpointed) == (0, 0, False)
     assert DeltaTable(uri).version() == report.version
 
 
-def test_missing_table_and_failing_step_do_not_raise(tmp_path: Path) -> None:
-    assert maintain_table(str(tmp_path / "absent"), "absent", TablePolicy()) is None
-    uri = str(tmp_path / "t")
-    for v in range(2):  # a table without a date column: retention cannot apply
-        write_deltalake(uri, pa.table({"x": [v]}), mode="append")
-    report = maintain_table(uri, "t", TablePolicy(retention_days=1))
-    # the failing step is reported; the steps after it still ran
-    assert report is not None and report.checkpointed
+def test_a_failing_step_does_not_stop_the_others(tmp_path: Path) -> None:
+    # deletes disabled by config: retention cannot run, compaction/vacuum/checkpoint still do
+    table = spans_table(tmp_path, operations={"delete_enabled": False})
+    commit_each(table, utc_today() - dt.timedelta(days=30), range(3))
+    report = maintain_table(table, TablePolicy(retention_days=1, retention_hours=0))
     assert [e.split(":")[0] for e in report.errors] == ["retention"]
-    assert "date" in report.errors[0]
+    assert "delete_enabled" in report.errors[0]
+    assert report.files_compacted == 3 and report.files_vacuumed == 3 and report.checkpointed
+    assert DeltaTable(table.uri).to_pyarrow_table().num_rows == 3
 
 
 def test_policy_from_settings() -> None:
