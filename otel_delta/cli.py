@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     except OtelDeltaError as exc:
         print(f"otel-delta: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # table commands: a library failure is one line too, not a trace
+        if args.command == "serve":
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"otel-delta: {args.command} failed: {type(exc).__name__}: {first}", file=sys.stderr)
+        return 1
     return 0
 
 

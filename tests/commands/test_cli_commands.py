@@ -190,3 +190,13 @@ def test_optimize_z_order(lake, capsys) -> None:
     assert json.loads(out)["z_order"] == ["trace_id"]
     after = DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().sort_by(key)
     assert after.equals(before)
+
+
+def test_library_failure_is_one_line(lake, capsys) -> None:
+    lakehouse, config = lake
+    for data_file in (lakehouse / "spans").rglob("*.parquet"):
+        if "_delta_log" not in data_file.parts:
+            data_file.unlink()  # a damaged table: the log names files that are gone
+    code, out, err = run(capsys, "query", "spans", "--config", str(config))
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("otel-delta: query failed:"), err
