@@ -7,9 +7,23 @@ STAMP := $(VENV)/.installed
 DELTA_VERSION := 4.0.1
 JARS := jars/delta-spark_2.13-$(DELTA_VERSION).jar jars/delta-storage-$(DELTA_VERSION).jar
 
-.PHONY: setup run test quick lint bench clean jars
+.PHONY: setup run test quick lint bench bench-trace clean jars proto
 
-setup: $(STAMP) $(JARS)
+# gRPC code of our own protos/ (ConnectorService), generated, never committed
+PROTOS := $(wildcard protos/*/*/*.proto)
+GENERATED := otel_delta/_generated
+PROTO_STAMP := $(GENERATED)/.generated
+
+setup: $(STAMP) $(JARS) $(PROTO_STAMP)
+
+proto: $(PROTO_STAMP)
+
+$(PROTO_STAMP): $(PROTOS) $(STAMP)
+	rm -rf $(GENERATED)
+	$(VENV)/bin/python -m grpc_tools.protoc -I$(GENERATED)=protos --python_out=. \
+		--grpc_python_out=. --pyi_out=. $(PROTOS)
+	find $(GENERATED) -type d -exec touch {}/__init__.py \;
+	touch $@
 
 # Delta's jars for Spark, fetched once from Maven Central; Spark then starts offline.
 jars: $(JARS)
@@ -40,5 +54,9 @@ quick: setup
 bench: setup
 	$(VENV)/bin/python -m bench.ingest
 
+# trace lookup by id over 5M spans, before/after Z-order (a few minutes; not part of CI)
+bench-trace: setup
+	$(VENV)/bin/python -m bench.trace_lookup
+
 clean:
-	rm -rf $(VENV) jars *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) jars *.egg-info .pytest_cache .ruff_cache $(GENERATED)
