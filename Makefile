@@ -11,9 +11,23 @@ NATIVE := $(VENV)/.native-installed
 NATIVE_SRC := $(wildcard native/src/*.rs) $(addprefix native/,Cargo.toml Cargo.lock build.rs descriptors.py pyproject.toml)
 JARS := jars/delta-spark_2.13-$(DELTA_VERSION).jar jars/delta-storage-$(DELTA_VERSION).jar
 
-.PHONY: setup run test quick lint bench clean jars native
+.PHONY: setup run test quick lint bench bench-trace clean jars proto native
 
-setup: $(STAMP) $(NATIVE) $(JARS)
+# gRPC code of our own protos/ (ConnectorService), generated, never committed
+PROTOS := $(wildcard protos/*/*/*.proto)
+GENERATED := otel_delta/_generated
+PROTO_STAMP := $(GENERATED)/.generated
+
+setup: $(STAMP) $(NATIVE) $(JARS) $(PROTO_STAMP)
+
+proto: $(PROTO_STAMP)
+
+$(PROTO_STAMP): $(PROTOS) $(STAMP)
+	rm -rf $(GENERATED)
+	$(VENV)/bin/python -m grpc_tools.protoc -I$(GENERATED)=protos --python_out=. \
+		--grpc_python_out=. --pyi_out=. $(PROTOS)
+	find $(GENERATED) -type d -exec touch {}/__init__.py \;
+	touch $@
 
 # Delta's jars for Spark, fetched once from Maven Central; Spark then starts offline.
 jars: $(JARS)
@@ -53,5 +67,9 @@ quick: setup
 bench: setup
 	$(VENV)/bin/python -m bench.ingest
 
+# trace lookup by id over 5M spans, before/after Z-order (a few minutes; not part of CI)
+bench-trace: setup
+	$(VENV)/bin/python -m bench.trace_lookup
+
 clean:
-	rm -rf $(VENV) jars *.egg-info .pytest_cache .ruff_cache native/target
+	rm -rf $(VENV) jars *.egg-info .pytest_cache .ruff_cache $(GENERATED) native/target

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.config import Settings
+from otel_delta.maintenance import Maintainer
+from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.receiver import OtlpReceiver
 from otel_delta.writer.delta_rs import DeltaRsWriter, WriterOptions
+
+if TYPE_CHECKING:
+    from otel_delta.remote.service import ConnectorServer
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +43,14 @@ class Bridge:
         self.writer = DeltaRsWriter(writer_options(settings))
         self.buffer: GroupCommitBuffer | None = None
         self.receiver: OtlpReceiver | None = None
+        self.maintainer: Maintainer | None = None
+        self.connector_server: ConnectorServer | None = None
+        self.connector_port = 0
 
     async def start(self) -> int:
         """Start flushing and serving; returns the bound gRPC port."""
+        remote = self.settings.connector_service
+        token = remote.resolved_token() if remote.enabled else ""  # fail before binding
         buffer_settings = self.settings.buffer
         self.buffer = GroupCommitBuffer(
             self.writer,
@@ -50,11 +61,28 @@ class Bridge:
         )
         self.buffer.start()
         self.receiver = OtlpReceiver(self.settings.receiver, self.buffer)
-        return await self.receiver.start()
+        port = await self.receiver.start()
+        policy = maintenance_policy(self.settings)
+        if policy is not None:
+            self.maintainer = Maintainer(policy)
+            self.maintainer.start()
+        if remote.enabled:
+            from otel_delta.connector import DeltaLakeConnector  # it imports this module
+            from otel_delta.remote.service import ConnectorServer
+
+            connector = DeltaLakeConnector(self.settings)
+            self.connector_server = ConnectorServer(connector, remote.endpoint, token)
+            self.connector_port = self.connector_server.start()
+            log.info("ConnectorService listening on port %d", self.connector_port)
+        return port
 
     async def stop(self, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop accepting, commit what is buffered, answer the waiting requests."""
         assert self.buffer is not None and self.receiver is not None
+        if self.connector_server is not None:
+            await asyncio.to_thread(self.connector_server.stop)
+        if self.maintainer is not None:
+            await asyncio.to_thread(self.maintainer.stop)
         await asyncio.gather(self.receiver.stop(grace_seconds), self.buffer.close())
         stats = self.buffer.stats
         log.info(

@@ -9,6 +9,8 @@ import signal
 import sys
 
 from otel_delta.bridge import Bridge
+from otel_delta.commands import add_commands, run_command
+from otel_delta.commands.confirm import Aborted
 from otel_delta.config import Settings, load_settings
 from otel_delta.errors import OtelDeltaError
 
@@ -33,30 +35,46 @@ async def serve(settings: Settings) -> None:
     await bridge.stop()
 
 
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", help="path to deltalake.toml (default: ./deltalake.toml if present)"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="otel-delta", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the OTLP/gRPC → Delta bridge")
-    serve_cmd.add_argument(
-        "--config", help="path to deltalake.toml (default: ./deltalake.toml if present)"
-    )
+    _add_config(serve_cmd)
     serve_cmd.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
+    add_commands(commands, _add_config)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
-        level=args.log_level,
+        level=getattr(args, "log_level", "WARNING"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     try:
+        if args.command != "serve":
+            return run_command(args)
         settings = load_settings(args.config)
         asyncio.run(serve(settings))
+    except Aborted:
+        print("otel-delta: aborted", file=sys.stderr)
+        return 1
     except OtelDeltaError as exc:
         print(f"otel-delta: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # table commands: a library failure is one line too, not a trace
+        if args.command == "serve":
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"otel-delta: {args.command} failed: {type(exc).__name__}: {first}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -7,6 +7,7 @@ Any problem becomes a `ConfigError` whose message is one line naming the key.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -67,6 +68,10 @@ class TableSettings(Section):
     optimize_enabled: bool = True
     vacuum_enabled: bool = True
     retention_hours: int = Field(168, ge=0)
+    # scheduled maintenance in `serve` (0 = off); see otel_delta/maintenance
+    maintenance_interval_seconds: float = Field(3600.0, ge=0)
+    retention_days: int | None = Field(None, ge=0)  # drop date partitions older; None/0 = keep
+    checkpoint_enabled: bool = True  # checkpoint + expired-log cleanup each round
     parallelism: int = Field(4, gt=0)
     batch_size: int = Field(10_000, gt=0)
 
@@ -127,10 +132,38 @@ class DeltaLakeSettings(Section):
         return str(Path(self.table_path).expanduser().resolve())
 
 
+class ConnectorServiceSettings(Section):
+    """`[connector_service]`: the remote ConnectorService (gRPC), off unless enabled."""
+
+    enabled: bool = False
+    endpoint: str = "127.0.0.1:4320"
+    token: str | None = None  # bearer token callers must send; or name a variable:
+    token_env: str | None = None
+
+    @field_validator("endpoint")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        return ReceiverSettings._host_port(value)
+
+    def resolved_token(self) -> str:
+        """The bearer token; a service without one would be open to anyone, so it is required."""
+        if self.token:
+            return self.token
+        if self.token_env:
+            value = os.environ.get(self.token_env, "")
+            if value:
+                return value
+            raise ConfigError(
+                f"config error: connector_service.token_env: ${self.token_env} is unset"
+            )
+        raise ConfigError("config error: connector_service: set token or token_env when enabled")
+
+
 class Settings(BaseSettings):
     receiver: ReceiverSettings = ReceiverSettings()
     buffer: BufferSettings = BufferSettings()
     deltalake: DeltaLakeSettings = DeltaLakeSettings()
+    connector_service: ConnectorServiceSettings = ConnectorServiceSettings()
 
     model_config = SettingsConfigDict(
         env_prefix="OTEL_DELTA_",

@@ -29,3 +29,83 @@ class ShuttingDownError(OtelDeltaError):
 
 class CommitError(OtelDeltaError):
     """A Delta commit failed after retries; the rows it held were not stored (UNAVAILABLE)."""
+
+
+# --- connector API (otel_delta.connector) ---
+
+
+class TableNotFoundError(OtelDeltaError):
+    """The named table does not exist (or is not one of the telemetry tables)."""
+
+    def __init__(self, name: str, uri: str | None = None) -> None:
+        where = f" at {uri}" if uri else ""
+        super().__init__(f"table {name!r} not found{where}")
+        self.name = name
+        self.uri = uri
+
+
+class SchemaMismatchError(OtelDeltaError):
+    """Records or a schema change do not fit the table; a breaking change is never applied."""
+
+    def __init__(self, message: str, expected: str, actual: str) -> None:
+        super().__init__(f"{message} (expected {expected}, got {actual})")
+        self.expected = expected
+        self.actual = actual
+
+
+class ConcurrentModificationError(OtelDeltaError):
+    """Another writer kept changing the same data; the operation gave up after bounded retries."""
+
+    def __init__(self, table: str, version: int | None, attempts: int, cause: str = "") -> None:
+        detail = f": {cause}" if cause else ""
+        super().__init__(
+            f"table {table!r} was modified concurrently (at version {version}); "
+            f"gave up after {attempts} attempt(s){detail}"
+        )
+        self.table = table
+        self.version = version
+        self.attempts = attempts
+
+
+class InvalidPredicateError(OtelDeltaError):
+    """A filter/delete condition is not a valid predicate on the table's columns."""
+
+    def __init__(self, message: str, predicate: str, column: str | None = None) -> None:
+        super().__init__(f"invalid predicate {predicate!r}: {message}")
+        self.predicate = predicate
+        self.column = column
+
+
+class PartitionNotFoundError(OtelDeltaError):
+    """An operation targets a partition value the table does not have."""
+
+    def __init__(self, table: str, partition: str) -> None:
+        super().__init__(f"table {table!r} has no partition {partition}")
+        self.table = table
+        self.partition = partition
+
+
+class InvalidQueryError(InvalidPredicateError):
+    """A query argument (column list, limit, version, timestamp) is invalid."""
+
+    def __init__(self, message: str, column: str | None = None) -> None:
+        OtelDeltaError.__init__(self, message)
+        self.predicate = ""
+        self.column = column
+
+
+class VersionNotFoundError(OtelDeltaError):
+    """Time travel to a version or timestamp the table does not have (or has vacuumed)."""
+
+    def __init__(self, table: str, target: str) -> None:
+        super().__init__(f"table {table!r} has no version {target}")
+        self.table = table
+        self.target = target
+
+
+class MissingDependencyError(OtelDeltaError):
+    """An optional dependency (e.g. pandas) is needed for this call."""
+
+
+class OperationDisabledError(OtelDeltaError):
+    """The operation is switched off in [deltalake.operations]."""

@@ -50,6 +50,18 @@ def table_properties(options: WriterOptions) -> dict[str, str]:
     }
 
 
+def with_evolved_columns(table: DeltaTable, data: pa.Table) -> pa.Table:
+    """`data` plus NULL columns for any nullable column added to the table since (schema
+    evolution through the connector), so appends keep working on an evolved table."""
+    schema = pa.schema(table.schema().to_arrow())
+    if len(schema) == data.num_columns:
+        return data
+    for column in schema:
+        if column.name not in data.column_names:
+            data = data.append_column(column, pa.nulls(data.num_rows, column.type))
+    return data
+
+
 class DeltaRsWriter:
     """One delta-rs handle per table, reused across commits so the log is read incrementally."""
 
@@ -61,6 +73,16 @@ class DeltaRsWriter:
             compression=options.compression,  # type: ignore[arg-type]
             compression_level=options.compression_level,
         )
+
+    @property
+    def writer_properties(self) -> WriterProperties:
+        """How this writer encodes Parquet (the connector rewrites files the same way)."""
+        return self._writer_properties
+
+    def forget(self, name: str) -> None:
+        """Drop the cached handle (e.g. after a schema change), so the next commit reloads."""
+        with self._locks[name]:
+            self._tables.pop(name, None)
 
     def uri(self, name: str) -> str:
         return table_uri(self.options.table_root, name)
@@ -116,7 +138,7 @@ class DeltaRsWriter:
                     table = self.open(table_name)
                     write_deltalake(
                         table,
-                        data,
+                        with_evolved_columns(table, data),
                         mode="append",
                         target_file_size=self.options.target_file_size,
                         writer_properties=self._writer_properties,

@@ -1,0 +1,94 @@
+"""Every CLI result is printed here: an Arrow table or a list of records as table, JSON or CSV."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as dt
+import io
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import pyarrow as pa
+
+Format = Literal["table", "json", "csv"]
+FORMATS: tuple[Format, ...] = ("table", "json", "csv")
+MAX_CELL = 60
+
+
+def records(value: Any) -> list[dict[str, Any]]:
+    """Rows from an Arrow table, a dataclass (or list of them), a mapping or a list of dicts."""
+    if isinstance(value, pa.Table | pa.RecordBatch):
+        return value.to_pylist()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [dataclasses.asdict(value)]
+    if isinstance(value, Mapping):
+        return [dict(value)]
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [r for item in value for r in records(item)]
+    return [{"value": value}]
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able form: dates as ISO strings, maps (lists of pairs) as objects, bytes as hex."""
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+            return {str(k): _plain(v) for k, v in value}  # Arrow MAP → list of (key, value)
+        return [_plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(dataclasses.asdict(value))
+    return value
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    plain = _plain(value)
+    text = plain if isinstance(plain, str) else json.dumps(plain, ensure_ascii=False)
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[str]:
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(row))
+    return list(columns)
+
+
+def render(value: Any, fmt: Format = "table") -> str:
+    """The text printed for a result (no trailing newline)."""
+    rows = records(value)
+    if fmt == "json":
+        return "\n".join(json.dumps(_plain(r), ensure_ascii=False, default=str) for r in rows)
+    columns = _columns(rows)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow(
+                [
+                    ""
+                    if row.get(c) is None
+                    else (v if isinstance(v := _plain(row.get(c)), str) else json.dumps(v))
+                    for c in columns
+                ]
+            )
+        return out.getvalue().rstrip("\n")
+    if not rows:
+        return "(no rows)"
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip(),
+        "  ".join("-" * w for w in widths),
+    ]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join(lines)

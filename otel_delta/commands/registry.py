@@ -1,0 +1,118 @@
+"""One table of commands: name, help, arguments and the function that runs it.
+
+Each command function gets the connector and the parsed arguments and returns what to print
+(formatted by commands/output.py) or lines of text, so cli.py stays a thin entry point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from otel_delta.commands import table_ops
+from otel_delta.commands.output import FORMATS, render
+from otel_delta.config import load_settings
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[Any, argparse.Namespace], Any]
+    formats: bool = True  # takes --format
+
+
+def _table(p: argparse.ArgumentParser) -> None:
+    p.add_argument("table", help="spans, logs, metrics_gauge, metrics_sum, ...")
+
+
+def _yes(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+
+
+def _query_args(p: argparse.ArgumentParser) -> None:
+    _table(p)
+    p.add_argument("--where", help="SQL-like condition, e.g. \"service_name = 'api'\"")
+    p.add_argument("--select", help="comma-separated columns")
+    p.add_argument("--limit", type=int, default=100, help="rows to print (default 100; 0 = all)")
+    travel = p.add_mutually_exclusive_group()
+    travel.add_argument("--version", type=int, help="time travel to this table version")
+    travel.add_argument("--as-of", help="time travel to this timestamp (ISO 8601)")
+
+
+def _history_args(p: argparse.ArgumentParser) -> None:
+    _table(p)
+    p.add_argument("--limit", type=int, default=20)
+
+
+def _optimize_args(p: argparse.ArgumentParser) -> None:
+    _table(p)
+    p.add_argument("--z-order", action="append", default=[], metavar="COL", help="repeatable")
+    p.add_argument("--where", help="partition condition, e.g. \"date < '2026-11-01'\"")
+
+
+def _vacuum_args(p: argparse.ArgumentParser) -> None:
+    _table(p)
+    p.add_argument("--retention-hours", type=int, help="default: deltalake.table.retention_hours")
+    p.add_argument("--dry-run", action="store_true", help="list the files, delete nothing")
+    _yes(p)
+
+
+def _restore_args(p: argparse.ArgumentParser) -> None:
+    _table(p)
+    p.add_argument("--version", type=int, required=True)
+    _yes(p)
+
+
+def _delete_args(p: argparse.ArgumentParser) -> None:
+    _table(p)
+    p.add_argument("--where", required=True, help="rows to delete (SQL-like condition)")
+    _yes(p)
+
+
+def _trace_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace_id", help="32 hex digits")
+    p.add_argument("--width", type=int, default=0, help="columns (default: the terminal's)")
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("tables", "list the tables with their size", lambda p: None, table_ops.tables),
+    Command("query", "read rows (filter, columns, time travel)", _query_args, table_ops.query),
+    Command("history", "commits of a table, newest first", _history_args, table_ops.history),
+    Command("stats", "size, files, partitions, rows, small files", _table, table_ops.stats),
+    Command(
+        "optimize", "compact small files, optionally Z-order", _optimize_args, table_ops.optimize
+    ),
+    Command("vacuum", "delete files no longer referenced", _vacuum_args, table_ops.vacuum),
+    Command("restore", "roll a table back to a version", _restore_args, table_ops.restore),
+    Command("delete", "delete the rows matching a condition", _delete_args, table_ops.delete),
+    Command("trace", "draw one trace as a waterfall", _trace_args, table_ops.trace, formats=False),
+)
+
+
+def add_commands(commands: argparse._SubParsersAction, add_config: Callable) -> None:
+    for command in COMMANDS:
+        parser = commands.add_parser(command.name, help=command.help)
+        command.arguments(parser)
+        add_config(parser)
+        parser.add_argument(
+            "--format",
+            choices=FORMATS if command.formats else ("waterfall", *FORMATS),
+            default="table" if command.formats else "waterfall",
+        )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a table command; raises OtelDeltaError (printed as one line by cli.main)."""
+    from otel_delta.connector import DeltaLakeConnector
+
+    command = next(c for c in COMMANDS if c.name == args.command)
+    connector = DeltaLakeConnector(load_settings(args.config))
+    result = command.run(connector, args)
+    lines = result if isinstance(result, table_ops.Lines) else [render(result, args.format)]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0

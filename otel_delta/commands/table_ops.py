@@ -1,0 +1,98 @@
+"""The command bodies: thin calls into the connector API, plus confirmation of destructive ones."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import shutil
+import sys
+from typing import Any
+
+from otel_delta.commands.confirm import UsageError, confirm
+from otel_delta.commands.waterfall import render_waterfall
+
+TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+class Lines(list):
+    """Text already laid out for the terminal (printed as is, not through a formatter)."""
+
+
+def tables(connector: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for name in connector.list_tables():
+        stats = connector.table(name).statistics()
+        rows.append({"table": name, **dataclasses.asdict(stats)})
+    return rows
+
+
+def query(connector: Any, args: argparse.Namespace) -> Any:
+    q = connector.table(args.table).query()
+    if args.where:
+        q = q.filter(args.where)
+    if args.select:
+        q = q.select([c.strip() for c in args.select.split(",") if c.strip()])
+    if args.limit:
+        q = q.limit(args.limit)
+    if args.version is not None:
+        q = q.version(args.version)
+    if args.as_of:
+        q = q.as_of(args.as_of)
+    return q.to_arrow()
+
+
+def history(connector: Any, args: argparse.Namespace) -> Any:
+    return connector.table(args.table).history(args.limit)
+
+
+def stats(connector: Any, args: argparse.Namespace) -> Any:
+    return connector.table(args.table).statistics()
+
+
+def optimize(connector: Any, args: argparse.Namespace) -> Any:
+    return connector.table(args.table).optimize(where=args.where, z_order=args.z_order or None)
+
+
+def vacuum(connector: Any, args: argparse.Namespace) -> Any:
+    table = connector.table(args.table)
+    hours = args.retention_hours
+    if hours is None:
+        hours = connector.config.deltalake.table.retention_hours
+    if not args.dry_run:
+        confirm(f"vacuum {args.table}: delete unreferenced files older than {hours}h", yes=args.yes)
+    result = table.vacuum(retention_hours=hours, dry_run=args.dry_run)
+    if args.dry_run:
+        return [{"file": f} for f in result.files]
+    return {"table": args.table, "files_deleted": result.count, "retention_hours": hours}
+
+
+def restore(connector: Any, args: argparse.Namespace) -> Any:
+    table = connector.table(args.table)
+    confirm(
+        f"restore {args.table} from version {table.version()} to version {args.version}",
+        yes=args.yes,
+    )
+    return table.restore(args.version)
+
+
+def delete(connector: Any, args: argparse.Namespace) -> Any:
+    table = connector.table(args.table)
+    table.predicate(args.where)  # a bad condition fails before anyone is asked anything
+    if not args.yes:
+        matching = table.query().filter(args.where).count()
+        confirm(f"delete {matching} row(s) from {args.table} where {args.where}", yes=False)
+    return table.delete(args.where)
+
+
+def trace(connector: Any, args: argparse.Namespace) -> Any:
+    trace_id = args.trace_id.strip().lower()
+    if not TRACE_ID.match(trace_id):
+        raise UsageError(f"trace id must be 32 hex digits, got {args.trace_id!r}")
+    spans = connector.trace(trace_id)
+    if args.format != "waterfall":
+        return spans
+    if spans.num_rows == 0:
+        return Lines([f"no spans for trace {trace_id}"])
+    width = args.width or shutil.get_terminal_size((120, 24)).columns
+    return Lines(render_waterfall(spans, width=width, color=sys.stdout.isatty()))

@@ -1,0 +1,114 @@
+"""Helpers of optimize/vacuum: partition filters from predicates, metrics, file paths."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from otel_delta.connector.predicates import And, Between, Compare, In, Predicate
+from otel_delta.errors import InvalidPredicateError, InvalidQueryError, PartitionNotFoundError
+
+FilterTuple = tuple[str, str, Any]
+
+
+def z_order_columns(
+    z_order: Sequence[str] | str | None, schema: pa.Schema, partition_columns: list[str]
+) -> list[str]:
+    if not z_order:
+        return []
+    columns = [z_order] if isinstance(z_order, str) else list(z_order)
+    for column in columns:
+        if column not in schema.names:
+            raise InvalidQueryError(f"z_order: unknown column {column!r}", column=column)
+        if column in partition_columns:
+            raise InvalidQueryError(
+                f"z_order: {column} is a partition column (files never mix its values)",
+                column=column,
+            )
+        type_ = schema.field(column).type
+        if pa.types.is_nested(type_) or pa.types.is_map(type_):
+            raise InvalidQueryError(f"z_order: {column} is not a scalar column", column=column)
+    return columns
+
+
+def _text(value: Any) -> str:
+    return value.isoformat() if isinstance(value, date) else str(value)
+
+
+def partition_filters(predicate: Predicate, partition_columns: list[str]) -> list[FilterTuple]:
+    """delta-rs partition_filters from a conjunction of conditions on partition columns."""
+    node = predicate.node
+    items = node.items if isinstance(node, And) else (node,)
+    filters: list[FilterTuple] = []
+    for item in items:
+        column = getattr(item, "column", None)
+        if column is None or column.name not in partition_columns or column.key is not None:
+            raise InvalidPredicateError(
+                "optimize's where must be an AND of conditions on partition columns "
+                f"{partition_columns}",
+                predicate.text,
+                getattr(column, "name", None),
+            )
+        if isinstance(item, Compare):
+            filters.append((column.name, item.op, _text(item.value.value)))
+        elif isinstance(item, In):
+            op = "not in" if item.negated else "in"
+            filters.append((column.name, op, [_text(v.value) for v in item.values]))
+        elif isinstance(item, Between) and not item.negated:
+            filters.append((column.name, ">=", _text(item.low.value)))
+            filters.append((column.name, "<=", _text(item.high.value)))
+        else:
+            raise InvalidPredicateError(
+                "optimize's where supports = != < <= > >= IN, NOT IN and BETWEEN",
+                predicate.text,
+                column.name,
+            )
+    return filters
+
+
+def check_partitions_exist(table: str, predicate: Predicate, delta: DeltaTable) -> None:
+    """PartitionNotFoundError when `col = value` / `col IN (...)` names no existing partition."""
+    node = predicate.node
+    items = node.items if isinstance(node, And) else (node,)
+    partitions = delta.partitions()
+    for item in items:
+        if isinstance(item, Compare) and item.op == "=":
+            wanted = [item.value.value]
+        elif isinstance(item, In) and not item.negated:
+            wanted = [v.value for v in item.values]
+        else:
+            continue
+        name = item.column.name
+        present = {p.get(name) for p in partitions}
+        if not any(_text(value) in present for value in wanted):
+            shown = ", ".join(repr(_text(v)) for v in wanted)
+            raise PartitionNotFoundError(
+                table, f"{name} = {shown}" if len(wanted) == 1 else f"{name} IN ({shown})"
+            )
+
+
+def optimize_counts(metrics: dict[str, Any]) -> tuple[int, int, int]:
+    """(files added, files removed, partitions optimized) from delta-rs or Spark metrics."""
+    added = metrics.get("numFilesAdded", 0)
+    removed = metrics.get("numFilesRemoved", 0)
+    partitions = metrics.get("partitionsOptimized", metrics.get("numBatches", 0))
+    return int(added or 0), int(removed or 0), int(partitions or 0)
+
+
+def relative_path(table_uri: str, path: str) -> str:
+    """A data file path relative to the table root, whatever form the engine reported."""
+    root = _local(table_uri).rstrip("/") + "/"
+    local = _local(path)
+    return local[len(root) :] if local.startswith(root) else local
+
+
+def _local(uri: str) -> str:
+    if uri.startswith("file:"):
+        parsed = urlparse(uri)
+        return unquote(parsed.path)
+    return uri

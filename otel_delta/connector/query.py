@@ -1,0 +1,230 @@
+"""Reads: a small query builder with time travel, and scans that prune files before reading.
+
+Pruning is done here, explainably: every data file's partition values and min/max/null-count
+statistics (from the Delta log's add actions) are tested against the validated predicate;
+only files that may hold a matching row are read, then the predicate filters rows exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+from deltalake import DeltaTable
+
+from otel_delta.connector.predicates import Predicate, conjunction, parse_predicate
+from otel_delta.connector.pruning import file_stats, may_match, partition_match
+from otel_delta.connector.results import QueryResult, ScanStats
+from otel_delta.errors import InvalidQueryError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from otel_delta.connector.table import Table
+
+DEFAULT_BATCH_SIZE = 65_536
+
+
+class Query:
+    """Built by `Table.query()`; chain `filter/select/limit/version/as_of`, then read.
+
+    Every builder method returns the same Query, so `t.query().filter("...").limit(5)` reads well.
+    """
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+        self._filters: list[Predicate] = []
+        self._columns: list[str] | None = None
+        self._limit: int | None = None
+        self._version: int | None = None
+        self._as_of: datetime | None = None
+        self._order_by: list[str] = []
+
+    def filter(self, where: str | Predicate) -> Query:
+        """Add a SQL-like condition (ANDed with earlier ones); validated now."""
+        if not isinstance(where, Predicate):
+            where = parse_predicate(where, self._table.schema)
+        self._filters.append(where)
+        return self
+
+    def select(self, columns: list[str] | tuple[str, ...] | str) -> Query:
+        """Only these columns, in this order; unknown names raise InvalidPredicateError."""
+        names = [c.strip() for c in columns.split(",")] if isinstance(columns, str) else columns
+        names = list(names)
+        self._check_columns(names, "select")
+        self._columns = names
+        return self
+
+    def limit(self, n: int) -> Query:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise InvalidQueryError(f"limit must be a non-negative integer, got {n!r}")
+        self._limit = n
+        return self
+
+    def order_by(self, *columns: str) -> Query:
+        """Sort ascending by these columns (applied after filtering, before limit)."""
+        self._check_columns(list(columns), "order_by")
+        self._order_by = list(columns)
+        return self
+
+    def version(self, n: int) -> Query:
+        """Time travel to table version `n`."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise InvalidQueryError(f"version must be a non-negative integer, got {n!r}")
+        self._version, self._as_of = n, None
+        return self
+
+    def as_of(self, timestamp: datetime | str) -> Query:
+        """Time travel to the latest version committed at or before `timestamp` (UTC if naive)."""
+        self._as_of, self._version = parse_timestamp(timestamp), None
+        return self
+
+    @property
+    def predicate(self) -> Predicate | None:
+        return conjunction(self._filters)
+
+    def _check_columns(self, names: list[str], what: str) -> None:
+        schema_names = self._table.schema.names
+        if not names:
+            raise InvalidQueryError(f"{what} needs at least one column")
+        for name in names:
+            if name not in schema_names:
+                raise InvalidQueryError(f"{what}: unknown column {name!r}", column=name)
+
+    # --- planning and reading ---------------------------------------------------------------
+
+    def _snapshot(self) -> DeltaTable:
+        if self._as_of is not None:
+            return self._table.delta_as_of(self._as_of)
+        return self._table.delta(self._version)
+
+    def _plan(self) -> tuple[DeltaTable, list[str], ScanStats]:
+        delta = self._snapshot()
+        files = file_stats(pa.table(delta.get_add_actions(flatten=True)))
+        predicate = self.predicate
+        if predicate is None:
+            after_partitions = kept = files
+        else:
+            after_partitions = [
+                f for f in files if partition_match(predicate.node, f.partition) is not False
+            ]
+            kept = [f for f in after_partitions if may_match(predicate.node, f)]
+        stats = ScanStats(
+            version=delta.version(),
+            files_total=len(files),
+            files_after_partition_pruning=len(after_partitions),
+            files_scanned=len(kept),
+            bytes_total=sum(f.size_bytes for f in files),
+            bytes_scanned=sum(f.size_bytes for f in kept),
+            predicate=predicate.to_sql() if predicate else None,
+        )
+        return delta, [f.path for f in kept], stats
+
+    def explain(self) -> ScanStats:
+        """Which files the scan would read, without reading them."""
+        return self._plan()[2]
+
+    def _scanner(self, delta: DeltaTable, paths: list[str], batch_size: int) -> ds.Scanner:
+        dataset = delta.to_pyarrow_dataset()
+        wanted = set(paths)
+        fragments = [f for f in dataset.get_fragments() if f.path in wanted]
+        subset = ds.FileSystemDataset(
+            fragments, dataset.schema, dataset.format, filesystem=dataset.filesystem
+        )
+        columns = self._result_columns()
+        predicate = self.predicate
+        extra = [*self._order_by, *(sorted(predicate.columns) if predicate else [])]
+        columns += [c for c in dict.fromkeys(extra) if c not in columns]
+        # The row filter runs on the batches, after the scan has cast every file to the
+        # table schema: pushed into the scan it fails on files delta-rs wrote with
+        # string_view columns (no kernel for string == string_view). Files are pruned above.
+        return subset.scanner(columns=columns, batch_size=batch_size)
+
+    def _result_columns(self) -> list[str]:
+        return list(self._columns or self._table.schema.names)
+
+    def _filtered_batches(
+        self, delta: DeltaTable, paths: list[str], batch_size: int
+    ) -> Iterator[pa.RecordBatch]:
+        """Matching rows as batches (all scanned columns), in file order."""
+        predicate = self.predicate
+        expression = predicate.to_arrow() if predicate else None
+        for batch in self._scanner(delta, paths, batch_size).to_batches():
+            if expression is not None:
+                batch = batch.filter(expression)
+            if batch.num_rows:
+                yield batch
+
+    def _limited(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        remaining = self._limit
+        columns = self._result_columns()
+        for batch in batches:
+            if remaining is not None:
+                if remaining <= 0:
+                    return
+                batch = batch.slice(0, remaining)
+                remaining -= batch.num_rows
+            yield batch.select(columns)
+
+    def execute(self) -> QueryResult:
+        """Read: the rows plus the scan statistics."""
+        delta, paths, stats = self._plan()
+        batches = self._filtered_batches(delta, paths, DEFAULT_BATCH_SIZE)
+        scanned_schema = self._scanner(delta, [], 1).projected_schema
+        if self._order_by:
+            table = pa.Table.from_batches(list(batches), schema=scanned_schema)
+            table = table.sort_by([(c, "ascending") for c in self._order_by])
+            if self._limit is not None:
+                table = table.slice(0, self._limit)
+            table = table.select(self._result_columns())
+        else:
+            table = pa.Table.from_batches(list(self._limited(batches)), schema=self.schema())
+        return QueryResult(table, stats)
+
+    def to_batches(self, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+        """Stream the result as Arrow record batches (e.g. for Arrow IPC over gRPC).
+
+        Without order_by nothing is materialized: batches flow from the files as read.
+        """
+        if self._order_by:
+            yield from self.execute().table.to_batches(batch_size)
+            return
+        delta, paths, _ = self._plan()
+        yield from self._limited(self._filtered_batches(delta, paths, batch_size))
+
+    def schema(self) -> pa.Schema:
+        """The schema the result will have (for streaming headers)."""
+        schema = self._table.schema
+        return pa.schema([schema.field(c) for c in self._result_columns()])
+
+    def to_arrow(self) -> pa.Table:
+        return self.execute().table
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        return self.to_arrow().to_pylist()
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame (needs pandas: `pip install 'otel-delta[pandas]'`)."""
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            raise MissingDependencyError(
+                "to_pandas needs pandas: pip install 'otel-delta[pandas]'"
+            ) from None
+        return self.to_arrow().to_pandas()
+
+    def count(self) -> int:
+        return self.execute().num_rows
+
+
+def parse_timestamp(value: datetime | str) -> datetime:
+    """A timezone-aware UTC datetime from a datetime (naive = UTC) or an ISO 8601 string."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidQueryError(f"{value!r} is not an ISO 8601 timestamp") from None
+    if not isinstance(value, datetime):
+        raise InvalidQueryError(f"expected a datetime or ISO 8601 string, got {value!r}")
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

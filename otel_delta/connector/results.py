@@ -1,0 +1,144 @@
+"""Typed results of connector operations: plain dataclasses, easy to print, log or serialize."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    """What one merge did: rows inserted/updated in the table, duplicates dropped from the batch."""
+
+    inserted: int
+    updated: int
+    deduplicated: int
+    version: int
+    engine: str
+
+    @property
+    def upserted(self) -> int:
+        return self.inserted + self.updated
+
+
+@dataclass(frozen=True)
+class InsertResult:
+    inserted: int
+    version: int
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    deleted: int
+    version: int
+    engine: str
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """Columns added by schema evolution (empty when the table already had them)."""
+
+    added: list[str]
+    version: int
+
+
+@dataclass(frozen=True)
+class ScanStats:
+    """How much of the table a read touched: proof that partition and statistics pruning worked.
+
+    files_total: data files in the snapshot; files_after_partition_pruning: left after
+    partition-value pruning; files_scanned: left after min/max/null-count pruning, i.e. read.
+    """
+
+    version: int
+    files_total: int
+    files_after_partition_pruning: int
+    files_scanned: int
+    bytes_total: int
+    bytes_scanned: int
+    predicate: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    table: pa.Table
+    scan: ScanStats
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    version: int
+    timestamp: datetime
+    operation: str
+    parameters: dict[str, Any]
+    metrics: dict[str, Any]
+    user: str | None
+    num_records: int | None  # rows written by this commit, when the engine reported it
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    name: str
+    uri: str
+    version: int
+    schema: pa.Schema
+    partition_columns: list[str]
+    properties: dict[str, str]
+    schema_version: int | None  # the otel_delta.schemaVersion table property
+    created_time: datetime | None
+    description: str | None
+    id: str
+
+
+@dataclass(frozen=True)
+class TableStatistics:
+    version: int
+    size_bytes: int
+    files: int
+    partitions: int
+    rows: int
+    small_files: int  # files below deltalake.storage.min_file_size: what optimize would compact
+    small_file_threshold: int
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    version: int
+    files_added: int
+    files_removed: int
+    partitions_optimized: int
+    z_order: list[str]
+    engine: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    """Data files removed (or, with dry_run, that would be), relative to the table root."""
+
+    files: list[str]
+    dry_run: bool
+    retention_hours: int
+    engine: str
+
+    @property
+    def count(self) -> int:
+        return len(self.files)
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    version: int  # the new version the restore committed
+    restored_to: int
+    files_added: int
+    files_removed: int

@@ -1,0 +1,527 @@
+"""`Table`: one telemetry table and every operation on it, on delta-rs or Spark."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, WriterProperties
+from deltalake import Field as DeltaField
+from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
+
+from otel_delta.connector import maintenance, spark_engine
+from otel_delta.connector import upsert as upsert_ops
+from otel_delta.connector.engine import Engine, check_engine
+from otel_delta.connector.predicates import Column, Compare, Predicate, Value, parse_predicate
+from otel_delta.connector.pruning import file_stats
+from otel_delta.connector.query import Query, parse_timestamp
+from otel_delta.connector.results import (
+    DeleteResult,
+    HistoryEntry,
+    InsertResult,
+    OptimizeResult,
+    RestoreResult,
+    SchemaChange,
+    TableMetadata,
+    TableStatistics,
+    UpsertResult,
+    VacuumResult,
+)
+from otel_delta.errors import (
+    CommitError,
+    ConcurrentModificationError,
+    InvalidQueryError,
+    OperationDisabledError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from otel_delta.tables import TABLES
+from otel_delta.tables.schemas import SCHEMA_VERSION_PROPERTY
+
+if TYPE_CHECKING:
+    from otel_delta.config import DeltaLakeSettings
+    from otel_delta.connector.connector import DeltaLakeConnector
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Records accepted by upsert/bulk_insert: dicts, Arrow, or OTLP Export*ServiceRequest(s).
+Records = Any
+
+
+class Table:
+    """A handle on one telemetry table; get it from `DeltaLakeConnector.table(name)`."""
+
+    def __init__(self, connector: DeltaLakeConnector, name: str, delta: DeltaTable) -> None:
+        self.connector = connector
+        self.name = name
+        self.spec = TABLES[name]
+        self._delta = delta
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r}, uri={self.uri!r})"
+
+    @property
+    def uri(self) -> str:
+        return self.connector.uri(self.name)
+
+    @property
+    def _settings(self) -> DeltaLakeSettings:
+        return self.connector.config.deltalake
+
+    def delta(self, version: int | None = None) -> DeltaTable:
+        """A fresh delta-rs handle on the latest (or the given) version."""
+        try:
+            handle = DeltaTable(self.uri, storage_options=self.connector.storage_options)
+            if version is not None:
+                handle.load_as_version(version)
+        except DeltaTableNotFound:
+            raise TableNotFoundError(self.name, self.uri) from None
+        except (DeltaError, OSError, ValueError) as exc:
+            if version is not None:
+                raise VersionNotFoundError(self.name, str(version)) from exc
+            raise
+        self._delta = handle
+        return handle
+
+    def delta_as_of(self, timestamp: datetime | str) -> DeltaTable:
+        """A delta-rs handle on the latest version committed at or before `timestamp`."""
+        moment = parse_timestamp(timestamp)
+        handle = DeltaTable(self.uri, storage_options=self.connector.storage_options)
+        try:
+            handle.load_as_version(moment)
+        except (DeltaError, OSError, ValueError) as exc:
+            raise VersionNotFoundError(self.name, f"at or before {moment.isoformat()}") from exc
+        if handle.version() == 0:  # delta-rs answers version 0 for any earlier moment
+            first = [h["timestamp"] for h in self.delta().history() if h["version"] == 0]
+            if first and first[0] > moment.timestamp() * 1000:
+                raise VersionNotFoundError(self.name, f"at or before {moment.isoformat()}")
+        return handle
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The table's current Arrow schema (including evolved columns)."""
+        return pa.schema(self.delta().schema().to_arrow())
+
+    def version(self) -> int:
+        return self.delta().version()
+
+    def predicate(self, where: str) -> Predicate:
+        """Parse and validate `where` against this table's schema."""
+        return parse_predicate(where, self.schema)
+
+    def _engine(self, engine: Engine | None) -> Engine:
+        return check_engine(engine) if engine is not None else self.connector.engine
+
+    def _allowed(self, operation: str) -> None:
+        if not getattr(self._settings.operations, f"{operation}_enabled"):
+            raise OperationDisabledError(
+                f"{operation} is disabled (deltalake.operations.{operation}_enabled = false)"
+            )
+
+    def _retrying(self, what: str, engine: Engine, run: Callable[[], T]) -> T:
+        """Run a commit; on a conflict reload and retry, then ConcurrentModificationError."""
+        conflicts: tuple[type[BaseException], ...] = (CommitFailedError,)
+        if engine == "spark":
+            conflicts += spark_engine.concurrent_errors()
+        attempts = max(1, self._settings.operations.max_commit_retries // 5 + 1)
+        for attempt in range(1, attempts + 1):
+            try:
+                return run()
+            except conflicts as exc:
+                if attempt == attempts:
+                    raise ConcurrentModificationError(
+                        self.name, self._safe_version(), attempt, str(exc).splitlines()[0]
+                    ) from exc
+                log.warning("%s on %s conflicted (attempt %d): %s", what, self.name, attempt, exc)
+                time.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def _safe_version(self) -> int | None:
+        try:
+            return self.delta().version()
+        except Exception:  # the error being reported matters more
+            return None
+
+    # --- writes ----------------------------------------------------------------------------
+
+    def _records(self, records: Records) -> pa.Table:
+        schema = self.schema
+        data = upsert_ops.to_arrow(records, self.name, schema)
+        new = [n for n in data.column_names if n not in schema.names]
+        if new:
+            if not self._settings.schema_.auto_evolution:
+                raise SchemaMismatchError(
+                    f"records have new column(s) {new} and deltalake.schema.auto_evolution is off",
+                    expected=str(schema.names),
+                    actual=str(data.column_names),
+                )
+            self.update_schema([data.schema.field(n) for n in new])
+            schema = self.schema
+        return upsert_ops.conform(data, schema)
+
+    def upsert(
+        self,
+        records: Records,
+        merge_key: Sequence[str] | None = None,
+        dedupe: bool = True,
+        *,
+        engine: Engine | None = None,
+    ) -> UpsertResult:
+        """Merge records on `merge_key`: matching rows are replaced, new ones inserted.
+
+        Default keys: spans (trace_id, span_id); logs (time_unix_nano, observed_time_unix_nano,
+        trace_id, span_id, body) — both plus the partition columns, which are derived from the
+        row and let the merge skip every other partition. Metric tables need a merge_key.
+        With dedupe, rows sharing a key inside the batch collapse to the last one; without it,
+        such duplicates are an error of the engine when they match an existing row.
+        """
+        self._allowed("upsert")
+        engine = self._engine(engine)
+        data = self._records(records)
+        keys = upsert_ops.merge_keys(self.name, data.schema, merge_key)
+        dropped = 0
+        if dedupe:
+            data, dropped = upsert_ops.dedupe(data, keys)
+        if data.num_rows == 0:
+            return UpsertResult(0, 0, dropped, self.version(), engine)
+
+        if engine == "spark":
+            condition = upsert_ops.merge_condition(keys, data, "spark")
+            spark = self.connector.spark()
+
+            def run() -> tuple[int, int]:
+                return spark_engine.upsert(spark, self.uri, data, condition)
+
+        else:
+            condition = upsert_ops.merge_condition(keys, data, "datafusion")
+
+            def run() -> tuple[int, int]:
+                metrics = (
+                    self.delta()
+                    .merge(
+                        data,
+                        condition,
+                        source_alias="s",
+                        target_alias="t",
+                        writer_properties=self._writer_properties(),
+                        commit_properties=self._commit_properties(),
+                    )
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .execute()
+                )
+                return metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"]
+
+        inserted, updated = self._retrying("upsert", engine, run)
+        return UpsertResult(inserted, updated, dropped, self.version(), engine)
+
+    def bulk_insert(self, records: Records) -> InsertResult:
+        """Append records as one commit (no key check), exactly as the bridge's writer does."""
+        self._allowed("bulk_insert")
+        data = self._records(records)
+        if data.num_rows == 0:
+            return InsertResult(0, self.version())
+        version = self._retrying("bulk_insert", "delta-rs", lambda: self._append(data))
+        return InsertResult(data.num_rows, version)
+
+    def _append(self, data: pa.Table) -> int:
+        try:
+            return self.connector.writer.append(self.name, data)
+        except CommitError as exc:
+            if isinstance(exc.__cause__, CommitFailedError):
+                raise exc.__cause__ from None
+            raise
+
+    def delete(self, where: str, *, engine: Engine | None = None) -> DeleteResult:
+        """Delete the rows matching the validated condition; returns how many."""
+        self._allowed("delete")
+        engine = self._engine(engine)
+        predicate = self.predicate(where)
+        if engine == "spark":
+            spark = self.connector.spark()
+            condition = predicate.to_sql("spark")
+
+            def run() -> int:
+                return spark_engine.delete(spark, self.uri, condition)
+
+        else:
+            condition = predicate.to_sql("datafusion")
+
+            def run() -> int:
+                metrics = self.delta().delete(
+                    condition,
+                    writer_properties=self._writer_properties(),
+                    commit_properties=self._commit_properties(),
+                )
+                return int(metrics.get("num_deleted_rows", 0))
+
+        deleted = self._retrying("delete", engine, run)
+        return DeleteResult(deleted, self.version(), engine)
+
+    def update_schema(self, columns: pa.Schema | Sequence[pa.Field] | pa.Field) -> SchemaChange:
+        """Schema evolution: add new nullable columns. Changing or dropping one raises
+        SchemaMismatchError (expected vs actual); columns already present are left alone."""
+        fields = [columns] if isinstance(columns, pa.Field) else list(columns)
+        current = self.schema
+        added = []
+        for field in fields:
+            if field.name in current.names:
+                existing = current.field(field.name)
+                if existing.type != field.type:
+                    raise SchemaMismatchError(
+                        f"column {field.name} cannot change type",
+                        expected=f"{field.name}: {existing.type}",
+                        actual=f"{field.name}: {field.type}",
+                    )
+                continue
+            if not field.nullable:
+                raise SchemaMismatchError(
+                    f"new column {field.name} must be nullable (old rows have no value)",
+                    expected=f"{field.name}: {field.type} NULL",
+                    actual=f"{field.name}: {field.type} NOT NULL",
+                )
+            if pa.types.is_null(field.type):
+                raise SchemaMismatchError(
+                    f"new column {field.name} has no type (all values NULL?)",
+                    expected="a concrete type",
+                    actual="null",
+                )
+            added.append(field)
+        if not added:
+            return SchemaChange([], self.version())
+        delta_fields = [DeltaField.from_arrow(f) for f in added]
+        self._retrying(
+            "update_schema", "delta-rs", lambda: self.delta().alter.add_columns(delta_fields)
+        )
+        self.connector.forget_writer_handle(self.name)
+        return SchemaChange([f.name for f in added], self.version())
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def query(self) -> Query:
+        return Query(self)
+
+    def trace(self, trace_id: str) -> pa.Table:
+        """All spans of one trace, sorted by start time; pruned by trace_id min/max stats."""
+        return self.trace_query(trace_id).to_arrow()
+
+    def trace_query(self, trace_id: str) -> Query:
+        """The query `trace` runs (call `.explain()` on it to see the files it scans)."""
+        if self.name != "spans":
+            raise InvalidQueryError(f"trace() reads the spans table, not {self.name}")
+        if not isinstance(trace_id, str) or not TRACE_ID.fullmatch(trace_id.strip()):
+            raise InvalidQueryError(f"trace id must be 32 hex digits, got {trace_id!r}")
+        node = Compare(
+            "=", Column("trace_id", pa.string()), Value(trace_id.strip().lower(), pa.string())
+        )
+        predicate = Predicate(f"trace_id = '{trace_id.strip().lower()}'", node)
+        return self.query().filter(predicate).order_by("start_time_unix_nano", "span_id")
+
+    def history(self, limit: int | None = None) -> list[HistoryEntry]:
+        """Commits, newest first."""
+        entries = []
+        for commit in self.delta().history(limit):
+            metrics = commit.get("operationMetrics") or {}
+            entries.append(
+                HistoryEntry(
+                    version=int(commit["version"]),
+                    timestamp=datetime.fromtimestamp(commit["timestamp"] / 1000, UTC),
+                    operation=str(commit.get("operation", "")),
+                    parameters=dict(commit.get("operationParameters") or {}),
+                    metrics=dict(metrics),
+                    user=commit.get("userName") or commit.get("engineInfo"),
+                    num_records=_records_written(metrics),
+                )
+            )
+        return entries
+
+    def metadata(self) -> TableMetadata:
+        delta = self.delta()
+        meta = delta.metadata()
+        properties = dict(meta.configuration)
+        version = properties.get(SCHEMA_VERSION_PROPERTY)
+        created = meta.created_time
+        return TableMetadata(
+            name=self.name,
+            uri=self.uri,
+            version=delta.version(),
+            schema=pa.schema(delta.schema().to_arrow()),
+            partition_columns=list(meta.partition_columns),
+            properties=properties,
+            schema_version=int(version) if version is not None else None,
+            created_time=datetime.fromtimestamp(created / 1000, UTC) if created else None,
+            description=meta.description,
+            id=str(meta.id),
+        )
+
+    def statistics(self) -> TableStatistics:
+        delta = self.delta()
+        files = file_stats(pa.table(delta.get_add_actions(flatten=True)))
+        threshold = self._settings.storage.min_file_size
+        partitions = {tuple(sorted(f.partition.items(), key=lambda kv: kv[0])) for f in files}
+        return TableStatistics(
+            version=delta.version(),
+            size_bytes=sum(f.size_bytes for f in files),
+            files=len(files),
+            partitions=len(partitions) if files else 0,
+            rows=sum(f.num_records or 0 for f in files),
+            small_files=sum(1 for f in files if f.size_bytes < threshold),
+            small_file_threshold=threshold,
+        )
+
+    # --- maintenance -----------------------------------------------------------------------
+
+    def optimize(
+        self,
+        where: str | None = None,
+        z_order: Sequence[str] | None = None,
+        *,
+        target_size: int | None = None,
+        engine: Engine | None = None,
+    ) -> OptimizeResult:
+        """Compact small files (and Z-order by columns); `where` may only name partition
+        columns. A dataChange=false commit: concurrent appends are not disturbed."""
+        engine = self._engine(engine)
+        delta = self.delta()
+        schema = pa.schema(delta.schema().to_arrow())
+        partition_columns = list(delta.metadata().partition_columns)
+        columns = maintenance.z_order_columns(z_order, schema, partition_columns)
+        predicate = parse_predicate(where, schema) if where else None
+        filters = None
+        if predicate is not None:
+            filters = maintenance.partition_filters(predicate, partition_columns)
+            maintenance.check_partitions_exist(self.name, predicate, delta)
+        size = target_size or self._settings.storage.file_size_target
+        if engine == "spark":
+            spark = self.connector.spark()
+            where_sql = predicate.to_sql("spark") if predicate else None
+
+            def run() -> dict[str, Any]:
+                return spark_engine.optimize(spark, self.uri, where_sql, columns, size)
+
+        else:
+
+            def run() -> dict[str, Any]:
+                optimizer = self.delta().optimize
+                common = {
+                    "partition_filters": filters,
+                    "target_size": size,
+                    "writer_properties": self._writer_properties(),
+                    "commit_properties": self._commit_properties(),
+                }
+                if columns:
+                    return optimizer.z_order(columns, **common)
+                return optimizer.compact(**common)
+
+        metrics = self._retrying("optimize", engine, run)
+        added, removed, partitions = maintenance.optimize_counts(metrics)
+        return OptimizeResult(
+            version=self.version(),
+            files_added=added,
+            files_removed=removed,
+            partitions_optimized=partitions,
+            z_order=columns,
+            engine=engine,
+            metrics=metrics,
+        )
+
+    def vacuum(
+        self,
+        retention_hours: int | None = None,
+        dry_run: bool = False,
+        *,
+        engine: Engine | None = None,
+    ) -> VacuumResult:
+        """Delete files no longer referenced and older than the retention (default from
+        deltalake.table.retention_hours, 168). Files are returned relative to the table root."""
+        engine = self._engine(engine)
+        hours = self._settings.table.retention_hours if retention_hours is None else retention_hours
+        if isinstance(hours, bool) or not isinstance(hours, int) or hours < 0:
+            raise InvalidQueryError(
+                f"retention_hours must be a non-negative integer, got {hours!r}"
+            )
+        if engine == "spark":
+            spark = self.connector.spark()
+            files = self._retrying(
+                "vacuum", engine, lambda: spark_engine.vacuum(spark, self.uri, hours, dry_run)
+            )
+        else:
+            files = self._retrying(
+                "vacuum",
+                engine,
+                lambda: self.delta().vacuum(
+                    retention_hours=hours,
+                    dry_run=dry_run,
+                    enforce_retention_duration=False,
+                    commit_properties=self._commit_properties(),
+                ),
+            )
+        relative = sorted(maintenance.relative_path(self.uri, f) for f in files)
+        return VacuumResult(relative, dry_run, hours, engine)
+
+    def restore(
+        self, version: int | None = None, *, timestamp: datetime | str | None = None
+    ) -> RestoreResult:
+        """Make the table's current state that of an earlier version (a new commit)."""
+        if (version is None) == (timestamp is None):
+            raise InvalidQueryError("restore needs exactly one of version or timestamp")
+        if version is not None:
+            target: int | datetime = version
+            restored_to = version
+            if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+                raise InvalidQueryError(f"version must be a non-negative integer, got {version!r}")
+            if version > self.version():
+                raise VersionNotFoundError(self.name, str(version))
+        else:
+            assert timestamp is not None
+            target = parse_timestamp(timestamp)
+            restored_to = self.delta_as_of(target).version()
+        try:
+            metrics = self._retrying(
+                "restore",
+                "delta-rs",
+                lambda: self.delta().restore(target, commit_properties=self._commit_properties()),
+            )
+        except DeltaError as exc:
+            raise VersionNotFoundError(self.name, str(target)) from exc
+        return RestoreResult(
+            version=self.version(),
+            restored_to=restored_to,
+            files_added=int(metrics.get("numRestoredFile", 0)),
+            files_removed=int(metrics.get("numRemovedFile", 0)),
+        )
+
+    # --- shared with the bridge's writer -------------------------------------------------------
+
+    def _writer_properties(self) -> WriterProperties:
+        return self.connector.writer.writer_properties
+
+    def _commit_properties(self) -> CommitProperties:
+        return CommitProperties(max_commit_retries=self._settings.operations.max_commit_retries)
+
+
+TRACE_ID = re.compile(r"[0-9a-fA-F]{32}")
+ROWS_WRITTEN_METRICS = (
+    "num_added_rows",
+    "numOutputRows",
+    "num_target_rows_inserted",
+    "num_output_rows",
+)
+
+
+def _records_written(metrics: dict[str, Any]) -> int | None:
+    for key in ROWS_WRITTEN_METRICS:
+        if key in metrics:
+            try:
+                return int(metrics[key])
+            except (TypeError, ValueError):
+                return None
+    return None

@@ -1,0 +1,121 @@
+"""The background maintainer: a thread that runs a maintenance round over every table.
+
+A thread (not the event loop) because delta-rs calls block; they release the GIL, so ingestion
+keeps its pace. Tables are opened through the connector API, with the server's settings.
+The first round runs one interval after start, then every interval; `stop` lets the round in
+progress finish (each step is bounded by the table's size).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from otel_delta.config import Settings
+from otel_delta.errors import TableNotFoundError
+from otel_delta.maintenance.tasks import TablePolicy, TableReport, maintain_table
+from otel_delta.tables import TABLES
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MaintenancePolicy:
+    interval_seconds: float
+    table: TablePolicy
+    settings: Settings
+    tables: tuple[str, ...] = tuple(TABLES)
+
+
+@dataclass
+class TableTotals:
+    """Work done on one table since start."""
+
+    rounds: int = 0
+    files_compacted: int = 0
+    files_vacuumed: int = 0
+    expired_rows_deleted: int = 0
+    errors: int = 0
+
+
+@dataclass
+class RoundReport:
+    round: int
+    tables: list[TableReport]
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{t.table}: {e}" for t in self.tables for e in t.errors]
+
+
+class Maintainer:
+    def __init__(self, policy: MaintenancePolicy) -> None:
+        self.policy = policy
+        self.rounds: list[RoundReport] = []  # the latest few, for tests and diagnostics
+        self.rounds_run = 0
+        self.totals: dict[str, TableTotals] = {}
+        self._checkpointed: dict[str, int] = {}
+        self._vacuumed: dict[str, set[str]] = {}
+        from otel_delta.connector import DeltaLakeConnector  # it imports the bridge: not at top
+
+        self.connector = DeltaLakeConnector(policy.settings)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="maintainer", daemon=True)
+        self._thread.start()
+        log.info("table maintenance every %ss", self.policy.interval_seconds)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop scheduling rounds and wait for the one in progress."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.policy.interval_seconds):
+            try:
+                self.run_round()
+            except Exception:  # never let the thread die: the next round retries
+                log.exception("maintenance round failed")
+
+    def run_round(self) -> RoundReport:
+        """Maintain every table once (also callable directly, e.g. from a CLI or a test)."""
+        self.rounds_run += 1
+        reports = []
+        for name in self.policy.tables:
+            if self._stop.is_set() and self._thread is not None:
+                break
+            try:
+                table = self.connector.table(name)
+            except TableNotFoundError:
+                continue  # not written yet
+            report = maintain_table(
+                table,
+                self.policy.table,
+                checkpointed_version=self._checkpointed.get(name),
+                vacuumed=self._vacuumed.setdefault(name, set()),
+            )
+            totals = self.totals.setdefault(name, TableTotals())
+            totals.rounds += 1
+            totals.files_compacted += report.files_compacted
+            totals.files_vacuumed += report.files_vacuumed
+            totals.expired_rows_deleted += report.expired_rows_deleted
+            totals.errors += len(report.errors)
+            if report.checkpointed:
+                self._checkpointed[name] = report.version
+            if report.files_compacted or report.files_vacuumed or report.expired_rows_deleted:
+                log.info(
+                    "maintained %s: %d files compacted into %d, %d vacuumed, %d expired rows",
+                    name,
+                    report.files_compacted,
+                    report.files_written,
+                    report.files_vacuumed,
+                    report.expired_rows_deleted,
+                )
+            reports.append(report)
+        result = RoundReport(self.rounds_run, reports)
+        self.rounds = [*self.rounds[-9:], result]
+        return result

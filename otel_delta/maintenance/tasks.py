@@ -1,0 +1,127 @@
+"""One maintenance round on one table: retention, compaction, vacuum, checkpoint, log cleanup.
+
+Built on the connector API (so maintenance commits get its bounded conflict retries and
+typed errors). Each step is independent — a failure is recorded and the next step still runs —
+and none of them can take rows from the receiver: compaction is a dataChange=false rewrite
+limited to closed partitions (date before today, UTC) while the receiver appends to today's;
+vacuum only deletes files already removed from the table (never delta-rs's "full" mode, which
+could delete the files of a commit in flight); retention deletes whole expired date partitions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from otel_delta.connector import Table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TablePolicy:
+    """What to do to a table each round (from `[deltalake.table]` and `[deltalake.storage]`)."""
+
+    optimize: bool = True
+    vacuum: bool = True
+    retention_hours: int = 168
+    retention_days: int | None = None
+    checkpoint: bool = True
+    target_file_size: int = 128 * 1024 * 1024
+
+
+@dataclass
+class TableReport:
+    """What one round did to one table; `errors` are step failures, retried next round."""
+
+    table: str
+    expired_rows_deleted: int = 0
+    files_compacted: int = 0
+    files_written: int = 0
+    files_vacuumed: int = 0
+    checkpointed: bool = False
+    version: int = -1
+    errors: list[str] = field(default_factory=list)
+
+
+def utc_today() -> dt.date:
+    return dt.datetime.now(dt.UTC).date()
+
+
+def _step(report: TableReport, name: str, action: Callable[[], None]) -> None:
+    try:
+        action()
+    except Exception as exc:  # any failure is logged and retried next round, never raised
+        report.errors.append(f"{name}: {exc}")
+        log.warning("maintenance of %s: %s failed: %s", report.table, name, exc)
+
+
+def maintain_table(
+    table: Table,
+    policy: TablePolicy,
+    *,
+    today: dt.date | None = None,
+    checkpointed_version: int | None = None,
+    vacuumed: set[str] | None = None,
+) -> TableReport:
+    """Run one round on `table`.
+
+    `checkpointed_version`: the version last checkpointed, so an idle table is not rewritten.
+    `vacuumed`: paths this caller already vacuumed (updated in place): delta-rs keeps listing a
+    deleted file until its tombstone expires, and each vacuum is two commits, so skip those.
+    """
+    today = today or utc_today()
+    report = TableReport(table.name)
+    by_date = "date" in table.metadata().partition_columns
+
+    if policy.retention_days:
+        cutoff = today - dt.timedelta(days=policy.retention_days)
+
+        def expire() -> None:
+            # partition-only predicate when partitioned by date: whole files go, none rewritten
+            report.expired_rows_deleted = table.delete(f"date < '{cutoff.isoformat()}'").deleted
+
+        _step(report, "retention", expire)
+
+    if policy.optimize and by_date:  # with nothing to compact, optimize commits nothing
+
+        def compact() -> None:
+            result = table.optimize(
+                where=f"date < '{today.isoformat()}'", target_size=policy.target_file_size
+            )
+            report.files_compacted = result.files_removed
+            report.files_written = result.files_added
+
+        _step(report, "compaction", compact)
+
+    if policy.vacuum:
+
+        def vacuum() -> None:
+            # a dry run first: vacuum commits START/END entries even when there is nothing to do
+            done = vacuumed if vacuumed is not None else set()
+            candidates = set(table.vacuum(policy.retention_hours, dry_run=True).files)
+            done &= candidates  # forget tombstones that expired
+            if candidates - done:
+                deleted = set(table.vacuum(policy.retention_hours).files)
+                report.files_vacuumed = len(deleted - done)
+                done.update(deleted)
+
+        _step(report, "vacuum", vacuum)
+
+    if policy.checkpoint:
+
+        def checkpoint() -> None:
+            delta = table.delta()
+            if delta.version() == checkpointed_version:
+                return
+            delta.create_checkpoint()
+            delta.cleanup_metadata()  # log entries older than delta.logRetentionDuration
+            report.checkpointed = True
+
+        _step(report, "checkpoint", checkpoint)
+    _step(report, "version", lambda: setattr(report, "version", table.version()))
+    return report

@@ -1,0 +1,202 @@
+"""`otel-delta` table commands on tables written by a real bridge."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from otel_delta.cli import main
+from otel_delta.commands.waterfall import ERROR_MARK
+from tests.commands.trace_data import TRACE_ID, known_trace, other_spans
+from tests.corpus import logs_request
+from tests.helpers import RunningBridge, make_settings
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> tuple[Path, Path]:
+    """A lakehouse written by a real bridge (4 commits to spans), and a config pointing at it."""
+    lakehouse = tmp_path / "lake"
+    bridge = RunningBridge(make_settings(lakehouse))
+    try:
+        traces, _, logs = bridge.stubs(bridge.channel())
+        traces.Export(known_trace(), timeout=30)
+        traces.Export(other_spans(10), timeout=30)
+        traces.Export(other_spans(5, service="other"), timeout=30)
+        logs.Export(logs_request(), timeout=30)
+    finally:
+        bridge.stop()
+    config = tmp_path / "deltalake.toml"
+    config.write_text(f'[deltalake]\ntable_path = "{lakehouse}"\n')
+    return lakehouse, config
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def cli(config: Path, *argv: str, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", *argv, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        stdin=stdin,
+        timeout=120,
+    )
+
+
+def test_tables_stats_history(lake, capsys) -> None:
+    _, config = lake
+    code, out, _ = run(capsys, "tables", "--config", str(config), "--format", "json")
+    rows = {r["table"]: r for r in map(json.loads, out.splitlines())}
+    assert code == 0 and set(rows) == {"spans", "logs"}
+    assert rows["spans"]["rows"] == 3 + 10 + 5
+    code, out, _ = run(capsys, "stats", "spans", "--config", str(config), "--format", "json")
+    assert json.loads(out)["partitions"] == 5  # frontend, auth, db, noise, other
+    code, out, _ = run(capsys, "history", "spans", "--config", str(config), "--format", "csv")
+    history = list(csv.DictReader(io.StringIO(out)))
+    assert [int(h["version"]) for h in history] == [3, 2, 1, 0]
+
+
+def test_query_where_select_limit_and_time_travel(lake, capsys) -> None:
+    _, config = lake
+    args = ["query", "spans", "--config", str(config), "--format", "json"]
+    code, out, _ = run(capsys, *args, "--where", "service_name = 'noise'", "--select", "name")
+    names = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and sorted(r["name"] for r in names) == sorted(f"op{i}" for i in range(10))
+    assert all(set(r) == {"name"} for r in names)
+    code, out, _ = run(capsys, *args, "--limit", "2")
+    assert len(out.splitlines()) == 2
+    code, out, _ = run(capsys, *args, "--version", "1", "--limit", "0")
+    assert len(out.splitlines()) == 3  # only the first commit: the known trace
+    code, out, _ = run(capsys, "query", "spans", "--config", str(config), "--limit", "3")
+    lines = out.splitlines()
+    assert lines[0].startswith("service_name") and len(lines) == 2 + 3
+
+
+def test_bad_input_is_one_line_exit_2(lake, capsys) -> None:
+    _, config = lake
+    for argv, needle in [
+        (["query", "spans", "--where", "no_such_col = 1"], "no_such_col"),
+        (["query", "spans", "--where", "DROP TABLE spans"], "predicate"),
+        (["stats", "nope"], "nope"),
+        (["trace", "xyz"], "32 hex"),
+    ]:
+        code, out, err = run(capsys, *argv, "--config", str(config))
+        assert code == 2 and out == "", argv
+        assert len(err.strip().splitlines()) == 1 and needle in err, err
+
+
+def test_trace_waterfall(lake, capsys) -> None:
+    _, config = lake
+    code, out, _ = run(capsys, "trace", TRACE_ID, "--config", str(config), "--width", "100")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("trace: 3 spans, 100ms, 1 error(s)")
+    body = lines[2:]
+    assert [line.split()[1 if line.startswith(ERROR_MARK) else 0] for line in body] == [
+        "GET",
+        "authenticate",
+        "SELECT",
+    ]
+    assert body[2].startswith(ERROR_MARK) and "db" in body[2]
+    assert "\x1b[" not in out  # not a terminal: no colour codes
+    code, out, _ = run(capsys, "trace", TRACE_ID, "--config", str(config), "--format", "json")
+    assert [json.loads(x)["span_id"] for x in out.splitlines()] == [f"{i:016x}" for i in (1, 2, 3)]
+
+
+def test_destructive_commands_refuse_without_terminal_or_yes(lake) -> None:
+    lakehouse, config = lake
+    for argv in (
+        ["delete", "spans", "--where", "service_name = 'noise'"],
+        ["vacuum", "spans", "--retention-hours", "0"],
+        ["restore", "spans", "--version", "1"],
+    ):
+        result = cli(config, *argv)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip() == (
+            f"otel-delta: refusing to {result.stderr.split('refusing to ')[1].strip()}"
+        )
+        assert "--yes" in result.stderr and "Traceback" not in result.stderr
+    assert DeltaTable(str(lakehouse / "spans")).version() == 3  # nothing happened
+
+    result = cli(config, "delete", "spans", "--where", "service_name = 'noise'", "--yes")
+    assert result.returncode == 0, result.stderr
+    spans = DeltaTable(str(lakehouse / "spans")).to_pyarrow_table()
+    assert spans.num_rows == 8 and "noise" not in spans.column("service_name").to_pylist()
+    result = cli(config, "restore", "spans", "--version", "3", "--yes", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().num_rows == 18
+    result = cli(config, "vacuum", "spans", "--retention-hours", "0", "--dry-run")
+    assert result.returncode == 0  # a dry run deletes nothing: no confirmation needed
+
+
+def _on_terminal(config: Path, answer: bytes, *argv: str) -> tuple[int, str]:
+    """Run the CLI with a real pseudo-terminal as stdin and type `answer`."""
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "otel_delta.cli", *argv, "--config", str(config)],
+            stdin=follower,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        os.write(leader, answer)
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(leader)
+        os.close(follower)
+    return proc.returncode, err.decode()
+
+
+def test_terminal_confirmation(lake) -> None:
+    lakehouse, config = lake
+    argv = ("delete", "spans", "--where", "service_name = 'other'")
+    code, err = _on_terminal(config, b"n\n", *argv)
+    assert code == 1 and "delete 5 row(s) from spans" in err and "aborted" in err
+    assert DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().num_rows == 18
+    code, err = _on_terminal(config, b"y\n", *argv)
+    assert code == 0, err
+    assert DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().num_rows == 13
+
+
+def test_optimize_z_order(lake, capsys) -> None:
+    lakehouse, config = lake
+    key = [("service_name", "ascending"), ("span_id", "ascending")]
+    before = DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().sort_by(key)
+    code, out, err = run(
+        capsys,
+        "optimize",
+        "spans",
+        "--z-order",
+        "trace_id",
+        "--config",
+        str(config),
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    assert json.loads(out)["z_order"] == ["trace_id"]
+    after = DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().sort_by(key)
+    assert after.equals(before)
+
+
+def test_library_failure_is_one_line(lake, capsys) -> None:
+    lakehouse, config = lake
+    for data_file in (lakehouse / "spans").rglob("*.parquet"):
+        if "_delta_log" not in data_file.parts:
+            data_file.unlink()  # a damaged table: the log names files that are gone
+    code, out, err = run(capsys, "query", "spans", "--config", str(config))
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("otel-delta: query failed:"), err

@@ -1,0 +1,54 @@
+"""Formatting of CLI results: table, JSON lines and CSV from Arrow and dataclasses."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from otel_delta.commands.output import render
+
+
+def sample() -> pa.Table:
+    return pa.table(
+        {
+            "name": ["a", "b,c"],
+            "date": [dt.date(2026, 11, 20), None],
+            "attributes": pa.array([[("k", "v")], []], pa.map_(pa.string(), pa.string())),
+            "n": [1, 2],
+        }
+    )
+
+
+def test_json_lines_are_plain_objects() -> None:
+    lines = render(sample(), "json").splitlines()
+    first = json.loads(lines[0])
+    assert first == {"name": "a", "date": "2026-11-20", "attributes": {"k": "v"}, "n": 1}
+    assert json.loads(lines[1])["date"] is None
+
+
+def test_csv_quotes_and_round_trips() -> None:
+    rows = list(csv.DictReader(io.StringIO(render(sample(), "csv"))))
+    assert [r["name"] for r in rows] == ["a", "b,c"]
+    assert rows[0]["attributes"] == '{"k": "v"}' and rows[1]["date"] == ""
+
+
+def test_table_aligns_columns() -> None:
+    lines = render(sample(), "table").splitlines()
+    assert lines[0].split() == ["name", "date", "attributes", "n"]
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    assert lines[2].index("2026-11-20") == lines[0].index("date")
+
+
+def test_dataclasses_and_empty() -> None:
+    @dataclass
+    class Stats:
+        files: int
+        rows: int
+
+    assert json.loads(render(Stats(3, 10), "json")) == {"files": 3, "rows": 10}
+    assert render([], "table") == "(no rows)"

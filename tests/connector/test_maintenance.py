@@ -1,0 +1,192 @@
+"""optimize / vacuum / restore / history / metadata / statistics on bridge-written tables."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from otel_delta.connector import DeltaConfig, DeltaLakeConnector
+from otel_delta.errors import (
+    InvalidPredicateError,
+    InvalidQueryError,
+    PartitionNotFoundError,
+    VersionNotFoundError,
+)
+from otel_delta.tables import TABLES
+from otel_delta.tables.schemas import SCHEMA_VERSION
+from tests.connector import data
+
+KEY = ["service_name", "date", "trace_id", "span_id"]
+
+
+def rows(table) -> pa.Table:
+    return table.query().to_arrow().sort_by([(k, "ascending") for k in KEY])
+
+
+def test_optimize_compacts_and_keeps_rows_identical(spans) -> None:
+    before_rows, before_stats = rows(spans), spans.statistics()
+    result = spans.optimize()
+    after_stats = spans.statistics()
+    partitions = len(data.SERVICES) * len(data.DAYS)
+    # + the corpus span that shares checkout/2024-11-19 (single-file partitions stay as they are)
+    assert result.files_removed == partitions * data.COMMITS_PER_PARTITION + 1
+    assert result.files_added == partitions
+    assert after_stats.files == before_stats.files - result.files_removed + result.files_added
+    assert after_stats.rows == before_stats.rows
+    assert rows(spans).equals(before_rows)
+    entry = spans.history(1)[0]
+    assert entry.operation == "OPTIMIZE"
+    assert spans.optimize().files_added == 0  # nothing left to compact
+
+
+def test_optimize_where_limits_to_partitions(spans) -> None:
+    result = spans.optimize(where="service_name = 'cart' AND date = '2024-11-19'")
+    assert (result.files_removed, result.files_added) == (data.COMMITS_PER_PARTITION, 1)
+    result = spans.optimize(
+        where="service_name IN ('search') AND date BETWEEN '2024-11-01' AND '2024-11-30'"
+    )
+    assert result.files_removed == len(data.DAYS) * data.COMMITS_PER_PARTITION
+    with pytest.raises(PartitionNotFoundError) as err:
+        spans.optimize(where="service_name = 'carts'")
+    assert "carts" in err.value.partition
+    with pytest.raises(InvalidPredicateError, match="partition columns"):
+        spans.optimize(where="duration_ns > 5")
+    with pytest.raises(InvalidPredicateError):
+        spans.optimize(where="service_name = 'cart' OR date = '2024-11-19'")
+    with pytest.raises(InvalidQueryError):
+        spans.optimize(z_order=["service_name"])
+    with pytest.raises(InvalidQueryError):
+        spans.optimize(z_order=["nope"])
+
+
+def big_partition_requests(count: int, spans_each: int, seed: int = 1):
+    """`count` requests of random traces in one partition, and all their trace ids."""
+    rng = random.Random(seed)
+    ids: list[str] = []
+    requests = []
+    for _ in range(count):
+        spans = []
+        for i in range(spans_each):
+            trace = rng.randbytes(16)
+            ids.append(trace.hex())
+            spans.append(
+                trace_pb2.Span(
+                    trace_id=trace,
+                    span_id=rng.randbytes(8),
+                    name="op",
+                    start_time_unix_nano=data.day_nanos(data.DAYS[0]) + i,
+                )
+            )
+        resource = Resource(attributes=[data.attr("service.name", "big")])
+        requests.append(
+            ExportTraceServiceRequest(
+                resource_spans=[
+                    trace_pb2.ResourceSpans(
+                        resource=resource, scope_spans=[trace_pb2.ScopeSpans(spans=spans)]
+                    )
+                ]
+            )
+        )
+    return requests, ids
+
+
+def test_z_order_makes_trace_lookups_scan_fewer_files(spans) -> None:
+    requests, ids = big_partition_requests(12, 400)
+    for request in requests:
+        spans.bulk_insert(request)
+    wanted = ids[1234]
+    big = "service_name = 'big'"
+    lookup = f"{big} AND trace_id = '{wanted}'"
+    before = spans.query().filter(lookup).explain()
+    before_whole_table = spans.trace_query(wanted).explain()
+    before_rows = spans.query().filter(big).to_arrow().sort_by("span_id")
+    assert before.files_scanned == 12  # random ids: every appended file's range covers it
+
+    result = spans.optimize(where=big, z_order=["trace_id"], target_size=48 * 1024)
+    assert result.z_order == ["trace_id"] and result.files_added > 1
+    after = spans.query().filter(lookup).explain()
+    assert after.files_after_partition_pruning == result.files_added
+    assert after.files_scanned <= 2  # z-ordered files hold narrow trace_id ranges
+    after_whole_table = spans.trace_query(wanted).explain()
+    assert after_whole_table.files_scanned < before_whole_table.files_scanned
+    assert spans.trace(wanted)["trace_id"].to_pylist() == [wanted]
+    assert spans.query().filter(big).to_arrow().sort_by("span_id").equals(before_rows)
+
+
+def test_vacuum_dry_run_lists_then_removes_unreferenced_files(spans, lake_path) -> None:
+    spans.optimize()  # the appended files are now unreferenced
+    kept = spans.vacuum(dry_run=True)  # default retention: 168 hours, nothing old enough
+    assert kept.files == [] and kept.retention_hours == 168
+    listed = spans.vacuum(retention_hours=0, dry_run=True)
+    partitions = len(data.SERVICES) * len(data.DAYS)
+    assert len(listed.files) >= partitions * data.COMMITS_PER_PARTITION
+    assert all((lake_path / "spans" / f).is_file() for f in listed.files)
+    removed = spans.vacuum(retention_hours=0)
+    assert sorted(removed.files) == sorted(listed.files)
+    assert not any((lake_path / "spans" / f).exists() for f in removed.files)
+    assert spans.query().count() == data.TOTAL_SPANS + 4  # the current version is intact
+    with pytest.raises(InvalidQueryError):
+        spans.vacuum(retention_hours=-1)
+
+
+def test_restore_brings_back_old_rows(spans) -> None:
+    version = spans.version()
+    original = rows(spans)
+    spans.delete("service_name = 'checkout'")
+    spans.upsert([{**original.slice(0, 1).to_pylist()[0], "name": "changed"}])
+    assert rows(spans).num_rows < original.num_rows
+    result = spans.restore(version)
+    assert result.restored_to == version and result.version == version + 3
+    assert rows(spans).equals(original)
+    assert spans.history(1)[0].operation == "RESTORE"
+
+    moment = datetime.now(UTC)
+    spans.delete("service_name = 'cart'")
+    assert spans.restore(timestamp=moment).restored_to == version + 3
+    assert rows(spans).equals(original)
+    with pytest.raises(VersionNotFoundError):
+        spans.restore(spans.version() + 5)
+    with pytest.raises(InvalidQueryError):
+        spans.restore()
+    with pytest.raises(InvalidQueryError):
+        spans.restore(1, timestamp=moment)
+
+
+def test_history_metadata_statistics(spans) -> None:
+    history = spans.history()
+    assert [h.version for h in history] == list(range(spans.version(), -1, -1))
+    assert history[-1].operation == "CREATE TABLE"
+    assert history[0].operation == "WRITE" and history[0].num_records == 4  # the corpus
+    assert sum(h.num_records or 0 for h in history) == data.TOTAL_SPANS + 4
+    assert len(spans.history(3)) == 3
+    assert isinstance(history[0].timestamp, datetime)
+
+    meta = spans.metadata()
+    assert meta.version == spans.version() and meta.name == "spans"
+    assert meta.schema == TABLES["spans"].schema
+    assert meta.partition_columns == ["service_name", "date"]
+    assert meta.schema_version == SCHEMA_VERSION
+    assert meta.properties["delta.checkpointInterval"] == "100"
+    assert meta.description == TABLES["spans"].description
+
+    stats = spans.statistics()
+    partitions = len(data.SERVICES) * len(data.DAYS) + 2  # the corpus adds two
+    assert stats.partitions == partitions
+    assert stats.rows == data.TOTAL_SPANS + 4
+    assert stats.files == len(data.SERVICES) * len(data.DAYS) * data.COMMITS_PER_PARTITION + 3
+    assert stats.small_files == stats.files  # all far below 64 MiB
+    on_disk = sum(p.stat().st_size for p in Path(spans.uri).rglob("*.parquet"))
+    assert stats.size_bytes == on_disk
+
+
+def test_small_file_threshold_comes_from_config(lake_path) -> None:
+    config = DeltaConfig.for_path(lake_path, storage={"min_file_size": 1})
+    stats = DeltaLakeConnector(config).table("spans").statistics()
+    assert stats.small_files == 0 and stats.small_file_threshold == 1

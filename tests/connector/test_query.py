@@ -1,0 +1,148 @@
+"""Reads through the connector on bridge-written tables: pruning, time travel, result forms."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from otel_delta.errors import InvalidPredicateError, InvalidQueryError, VersionNotFoundError
+from tests.connector import data
+from tests.helpers import read_table
+
+PARTITIONS = len(data.SERVICES) * len(data.DAYS)
+BRIDGE_FILES = PARTITIONS * data.COMMITS_PER_PARTITION
+
+
+def test_filter_select_limit_order(spans) -> None:
+    rows = (
+        spans.query()
+        .filter("service_name = 'cart'")
+        .filter("date = '2024-11-19'")
+        .select(["span_id", "name", "start_time_unix_nano"])
+        .order_by("start_time_unix_nano")
+        .limit(5)
+        .to_pylist()
+    )
+    assert len(rows) == 5
+    assert list(rows[0]) == ["span_id", "name", "start_time_unix_nano"]
+    starts = [r["start_time_unix_nano"] for r in rows]
+    assert starts == sorted(starts)
+    assert all(r["name"].startswith("cart ") for r in rows)
+    assert starts[0] == data.day_nanos(data.DAYS[0])  # the earliest span of that partition
+
+
+def test_results_match_a_plain_read(spans, lake_path) -> None:
+    everything = read_table(lake_path, "spans")
+    expected = everything.filter(
+        (pc.field("service_name") == "checkout") & (pc.field("duration_ns") > 1_500_000)
+    )
+    result = spans.query().filter("service_name = 'checkout' AND duration_ns > 1500000").execute()
+    assert sorted(result.table["span_id"].to_pylist()) == sorted(expected["span_id"].to_pylist())
+    assert result.num_rows > 0
+    assert result.table.schema == spans.schema  # all columns, in table order
+    assert spans.query().count() == everything.num_rows == data.TOTAL_SPANS + 4
+
+
+def test_service_filter_prunes_partitions(spans) -> None:
+    full = spans.query().explain()
+    service = spans.query().filter("service_name = 'cart'").explain()
+    assert full.files_total == full.files_scanned >= BRIDGE_FILES
+    assert service.files_total == full.files_total
+    assert service.files_after_partition_pruning == service.files_scanned
+    assert service.files_scanned == len(data.DAYS) * data.COMMITS_PER_PARTITION
+    one_day = spans.query().filter("service_name = 'cart' AND date = '2024-11-20'").explain()
+    assert one_day.files_scanned == data.COMMITS_PER_PARTITION
+    assert one_day.bytes_scanned < service.bytes_scanned < full.bytes_total
+
+
+def test_statistics_prune_non_partition_columns(spans) -> None:
+    # start times grow with the commit number: later commits lie above this bound
+    bound = data.day_nanos(data.DAYS[0]) + 150 * 10**9
+    plan = spans.query().filter(f"start_time_unix_nano < {bound}").explain()
+    assert plan.files_after_partition_pruning == plan.files_total
+    assert plan.files_scanned < plan.files_total
+    rows = spans.query().filter(f"start_time_unix_nano < {bound}").to_arrow()
+    assert rows.num_rows > 0
+    assert pc.max(rows["start_time_unix_nano"]).as_py() < bound
+
+
+def test_trace_is_sorted_and_scans_only_files_that_may_hold_it(spans) -> None:
+    wanted = data.trace_id("search", data.DAYS[1], 2, 1).hex()
+    trace = spans.trace(wanted)
+    assert trace.num_rows == data.SPANS_PER_TRACE
+    assert set(trace["trace_id"].to_pylist()) == {wanted}
+    starts = trace["start_time_unix_nano"].to_pylist()
+    assert starts == sorted(starts)
+    plan = spans.trace_query(wanted.upper()).explain()
+    assert plan.files_after_partition_pruning == plan.files_total  # no partition helps
+    assert 1 <= plan.files_scanned < plan.files_total  # min/max statistics do
+    assert spans.trace("00" * 16).num_rows == 0
+
+
+def test_trace_rejects_bad_ids(spans, lake) -> None:
+    for bad in ("xyz", "00" * 15, "'; DROP TABLE spans; --", 5):
+        with pytest.raises(InvalidQueryError):
+            spans.trace(bad)
+    with pytest.raises(InvalidQueryError):
+        lake.table("logs").trace("00" * 16)
+
+
+def test_map_access_and_timestamps(spans) -> None:
+    rows = spans.query().filter("attributes['http.route'] = '/r/2'").select(["attributes"])
+    routes = {dict(r["attributes"])["http.route"] for r in rows.to_pylist()}
+    assert routes == {"/r/2"}
+    day_two = spans.query().filter("start_time >= TIMESTAMP '2024-11-20T00:00:00Z'").to_arrow()
+    assert set(day_two["date"].to_pylist()) == {data.DAYS[1]}
+
+
+def test_time_travel_by_version_and_timestamp(spans) -> None:
+    before = spans.version()
+    count_before = spans.query().count()
+    moment = datetime.now(UTC)
+    time.sleep(0.05)
+    deleted = spans.delete("service_name = 'search'").deleted
+    assert deleted == len(data.DAYS) * data.COMMITS_PER_PARTITION * 12
+    assert spans.query().count() == count_before - deleted
+    assert spans.query().version(before).count() == count_before
+    assert spans.query().as_of(moment).count() == count_before
+    assert spans.query().as_of(moment.isoformat()).explain().version == before
+    assert spans.query().version(1).explain().version == 1
+    with pytest.raises(VersionNotFoundError):
+        spans.query().version(before + 10).count()
+    with pytest.raises(VersionNotFoundError):
+        spans.query().as_of("2001-01-01T00:00:00Z").count()
+
+
+def test_streams_record_batches(spans) -> None:
+    query = spans.query().filter("service_name = 'checkout'").select(["span_id"]).limit(7)
+    batches = list(query.to_batches(batch_size=3))
+    assert all(isinstance(b, pa.RecordBatch) for b in batches)
+    assert sum(b.num_rows for b in batches) == 7
+    assert batches[0].schema == query.schema()
+    full = list(spans.query().to_batches())
+    assert sum(b.num_rows for b in full) == spans.query().count()
+
+
+def test_to_pandas(spans) -> None:
+    frame = spans.query().filter("service_name = 'cart'").select(["span_id", "date"]).to_pandas()
+    assert list(frame.columns) == ["span_id", "date"]
+    assert len(frame) == len(data.DAYS) * data.COMMITS_PER_PARTITION * 12
+
+
+def test_bad_query_arguments(spans) -> None:
+    with pytest.raises(InvalidQueryError) as err:
+        spans.query().select(["span_id", "nope"])
+    assert err.value.column == "nope"
+    for bad in (-1, "5", True):
+        with pytest.raises(InvalidQueryError):
+            spans.query().limit(bad)
+        with pytest.raises(InvalidQueryError):
+            spans.query().version(bad)
+    with pytest.raises(InvalidQueryError):
+        spans.query().as_of("not a time")
+    with pytest.raises(InvalidPredicateError):
+        spans.query().filter("servce_name = 'cart'")

@@ -1,0 +1,193 @@
+"""Upsert, bulk insert, delete and schema evolution on bridge-written tables."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from otel_delta.connector import DeltaConfig, DeltaLakeConnector
+from otel_delta.errors import (
+    InvalidPredicateError,
+    InvalidRequestError,
+    OperationDisabledError,
+    SchemaMismatchError,
+)
+from tests import corpus
+from tests.connector import data
+from tests.helpers import read_table, running_bridge
+
+
+def one_span(spans, trace_hex: str) -> dict:
+    rows = spans.query().filter(f"trace_id = '{trace_hex}'").order_by("span_id").to_pylist()
+    return rows[0]
+
+
+def test_upsert_dicts_counts_updates_inserts_and_batch_duplicates(spans) -> None:
+    rows_before = spans.query().count()
+    existing = one_span(spans, data.trace_id("cart", data.DAYS[0], 0, 0).hex())
+    changed = {**existing, "name": "renamed"}
+    new = {**existing, "span_id": "ffffffffffffffff", "name": "new span"}
+    stale = {**existing, "name": "stale"}  # same key, earlier in the batch: must lose
+    result = spans.upsert([stale, changed, new, new])
+    assert (result.inserted, result.updated, result.deduplicated) == (1, 1, 2)
+    assert result.upserted == 2 and result.engine == "delta-rs"
+    assert spans.query().count() == rows_before + 1
+    got = spans.query().filter(f"span_id = '{existing['span_id']}'").to_pylist()
+    assert [r["name"] for r in got] == ["renamed"]
+    assert got[0]["attributes"] == existing["attributes"]  # the whole row was replaced as given
+    assert spans.query().filter("span_id = 'ffffffffffffffff'").count() == 1
+    assert spans.history(1)[0].operation == "MERGE"
+
+
+def test_upsert_otlp_request_is_idempotent(spans) -> None:
+    request = data.spans_request("checkout", data.DAYS[1], 1)
+    rows_before = spans.query().count()
+    result = spans.upsert(request)
+    assert (result.inserted, result.updated) == (0, data.TRACES_PER_REQUEST * 3)
+    assert spans.query().count() == rows_before
+    request.resource_spans[0].scope_spans[0].spans[0].name = "changed by upsert"
+    request.resource_spans[0].scope_spans[0].spans.add(
+        trace_id=b"\x42" * 16,
+        span_id=b"\x43" * 8,
+        start_time_unix_nano=data.day_nanos(data.DAYS[1]),
+    )
+    result = spans.upsert(request)
+    assert (result.inserted, result.updated) == (1, data.TRACES_PER_REQUEST * 3)
+    assert spans.query().filter("name = 'changed by upsert'").count() == 1
+    assert spans.trace("42" * 16).num_rows == 1
+
+
+def test_upsert_arrow_and_merge_condition_prunes_by_partition(spans) -> None:
+    source = spans.query().filter("service_name = 'search' AND date = '2024-11-19'").to_arrow()
+    source = source.set_column(
+        source.schema.get_field_index("status_message"),
+        "status_message",
+        pa.array(["patched"] * source.num_rows),
+    )
+    result = spans.upsert(source)
+    assert (result.inserted, result.updated) == (0, source.num_rows)
+    metrics = spans.history(1)[0].metrics
+    # only the 3 files of the one partition were rewritten
+    assert metrics["num_target_files_removed"] == data.COMMITS_PER_PARTITION
+    patched = spans.query().filter("status_message = 'patched'").to_arrow()
+    assert patched.num_rows == source.num_rows
+
+
+def test_logs_default_key_and_metrics_need_one(lake) -> None:
+    logs = lake.table("logs")
+    before = logs.query().count()
+    result = logs.upsert(corpus.logs_request())
+    assert (result.inserted, result.updated) == (0, before)
+    gauge = lake.table("metrics_gauge")
+    with pytest.raises(SchemaMismatchError, match="merge_key"):
+        gauge.upsert(corpus.metrics_request())
+    rows = gauge.query().count()
+    result = gauge.upsert(
+        corpus.metrics_request(), merge_key=["service_name", "metric_name", "time_unix_nano"]
+    )
+    assert result.inserted + result.updated == rows and result.updated == rows
+    with pytest.raises(SchemaMismatchError, match="scalar"):
+        gauge.upsert(corpus.metrics_request(), merge_key=["attributes"])
+    with pytest.raises(SchemaMismatchError, match="not a column"):
+        gauge.upsert(corpus.metrics_request(), merge_key=["nope"])
+
+
+def test_bulk_insert_appends_like_the_bridge(spans, lake_path) -> None:
+    before = spans.query().count()
+    extra = spans.query().filter("service_name = 'cart'").to_arrow()
+    result = spans.bulk_insert(extra)
+    assert result.inserted == extra.num_rows
+    assert spans.query().count() == before + extra.num_rows
+    assert spans.history(1)[0].operation == "WRITE"
+    assert spans.bulk_insert([]).inserted == 0
+    batch = extra.to_batches()[0]
+    assert spans.bulk_insert(batch).inserted == batch.num_rows
+    assert read_table(lake_path, "spans").num_rows == spans.query().count()
+
+
+def test_delete_counts_and_leaves_the_rest(spans) -> None:
+    before = spans.query().to_arrow()
+    result = spans.delete("service_name = 'cart' AND attributes['http.route'] = '/r/1'")
+    expected = before.filter(
+        (pc.field("service_name") == "cart")
+        & (pc.map_lookup(pc.field("attributes"), pa.scalar("http.route"), "first") == "/r/1")
+    ).num_rows
+    assert result.deleted == expected > 0
+    after = spans.query().to_arrow()
+    assert after.num_rows == before.num_rows - expected
+    assert spans.delete("service_name = 'no-such-service'").deleted == 0
+    version = spans.version()
+    for bad in ("service = 'cart'", "1=1; DROP TABLE spans", "service_name = 'cart' OR"):
+        with pytest.raises(InvalidPredicateError):
+            spans.delete(bad)
+    assert spans.version() == version  # nothing was committed
+
+
+def test_schema_evolution_adds_nullable_columns_and_the_bridge_keeps_writing(lake_path) -> None:
+    lake = DeltaLakeConnector(DeltaConfig.for_path(lake_path))
+    spans = lake.table("spans")
+    change = spans.update_schema([pa.field("tenant_id", pa.string()), spans.schema.field("name")])
+    assert change.added == ["tenant_id"]
+    assert spans.schema.names[-1] == "tenant_id"
+    assert spans.update_schema(pa.field("tenant_id", pa.string())).added == []
+    old_rows = spans.query().filter("tenant_id IS NULL").count()
+    assert old_rows == spans.query().count()
+
+    with pytest.raises(SchemaMismatchError) as err:
+        spans.update_schema(pa.field("duration_ns", pa.string()))
+    assert err.value.expected == "duration_ns: int64" and err.value.actual == "duration_ns: string"
+    with pytest.raises(SchemaMismatchError, match="nullable"):
+        spans.update_schema(pa.field("required", pa.int64(), nullable=False))
+
+    # records with a new column evolve the table (auto_evolution is on by default)
+    row = {**spans.query().limit(1).to_pylist()[0], "tenant_id": "acme", "region": "eu"}
+    spans.upsert([row])
+    assert spans.schema.names[-1] == "region"
+    assert spans.query().filter("region = 'eu' AND tenant_id = 'acme'").count() == 1
+
+    # the bridge (its own writer, base schema) still appends to the evolved table
+    with running_bridge(lake_path) as bridge:
+        traces, _, _ = bridge.stubs(bridge.channel())
+        traces.Export(data.spans_request("late", data.DAYS[0], 0))
+    assert spans.query().filter("service_name = 'late'").count() == 12
+    assert spans.query().filter("service_name = 'late' AND region IS NULL").count() == 12
+
+
+def test_records_that_do_not_fit_raise_schema_mismatch(lake_path) -> None:
+    strict = DeltaConfig.for_path(lake_path, schema={"auto_evolution": False})
+    spans = DeltaLakeConnector(strict).table("spans")
+    version = spans.version()
+    with pytest.raises(SchemaMismatchError, match="auto_evolution"):
+        spans.upsert([{"trace_id": "ab" * 16, "span_id": "cd" * 8, "surprise": 1}])
+    with pytest.raises(SchemaMismatchError) as err:
+        spans.bulk_insert([{"trace_id": "ab" * 16, "duration_ns": "slow"}])
+    assert err.value.expected == "int64"
+    with pytest.raises(SchemaMismatchError):
+        spans.bulk_insert(pa.table({"duration_ns": pa.array(["x"])}))
+    with pytest.raises(InvalidRequestError):
+        spans.upsert("not records")
+    assert spans.version() == version
+
+
+def test_invalid_otlp_records_write_nothing(spans) -> None:
+    request = data.spans_request("cart", data.DAYS[0], 0)
+    request.resource_spans[0].scope_spans[0].spans[0].trace_id = b"short"
+    version = spans.version()
+    with pytest.raises(InvalidRequestError):
+        spans.upsert(request)
+    assert spans.version() == version
+
+
+def test_disabled_operations_refuse(lake_path) -> None:
+    config = DeltaConfig.for_path(
+        lake_path,
+        operations={"upsert_enabled": False, "delete_enabled": False, "bulk_insert_enabled": False},
+    )
+    spans = DeltaLakeConnector(config).table("spans")
+    with pytest.raises(OperationDisabledError, match="upsert_enabled"):
+        spans.upsert([])
+    with pytest.raises(OperationDisabledError):
+        spans.delete("service_name = 'cart'")
+    with pytest.raises(OperationDisabledError):
+        spans.bulk_insert([])

@@ -1,0 +1,133 @@
+"""ConnectorService served by a real bridge on its own port, called by a real gRPC client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+from deltalake import DeltaTable
+
+from otel_delta.config import Settings
+from otel_delta.errors import ConfigError
+from otel_delta.remote.client import ConnectorClient
+from otel_delta.remote.protocol import CHUNK_BYTES
+from tests.commands.trace_data import known_trace, other_spans
+from tests.helpers import RunningBridge
+
+pytestmark = pytest.mark.e2e
+
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("TEST_CONNECTOR_TOKEN", TOKEN)
+    lake = tmp_path / "lake"
+    settings = Settings(
+        receiver={"grpc_endpoint": "127.0.0.1:0"},
+        buffer={"flush_interval_seconds": 0.05},
+        deltalake={"table_path": str(lake)},
+        connector_service={
+            "enabled": True,
+            "endpoint": "127.0.0.1:0",
+            "token_env": "TEST_CONNECTOR_TOKEN",
+        },
+    )
+    bridge = RunningBridge(settings)
+    traces = bridge.stubs(bridge.channel())[0]
+    traces.Export(known_trace(), timeout=30)
+    # enough rows that the Arrow stream spans several gRPC messages
+    for _ in range(3):
+        traces.Export(other_spans(4000), timeout=60)
+    endpoint = f"127.0.0.1:{bridge.bridge.connector_port}"
+    assert bridge.bridge.connector_port not in (0, bridge.port)
+    yield lake, endpoint
+    bridge.stop()
+
+
+def test_refuses_calls_without_the_token(served) -> None:
+    _, endpoint = served
+    pb = ConnectorClient(endpoint, None).pb
+    for token in (None, "wrong", TOKEN + "x"):
+        client = ConnectorClient(endpoint, token)
+        for rpc, request in [
+            ("Tables", pb.TablesRequest()),
+            ("Delete", pb.DeleteRequest(table="spans", where="1 = 1")),
+        ]:
+            with pytest.raises(grpc.RpcError) as refused:
+                client.call(rpc, request)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.RpcError) as refused:
+            client.query("spans")
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    bad_scheme = grpc.insecure_channel(endpoint)
+    from otel_delta.remote.protocol import generated
+
+    stub = generated()[1].ConnectorServiceStub(bad_scheme)
+    with pytest.raises(grpc.RpcError) as refused:
+        stub.Tables(pb.TablesRequest(), metadata=[("authorization", TOKEN)])  # no "Bearer"
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_query_stream_equals_the_table_read(served) -> None:
+    lake, endpoint = served
+    client = ConnectorClient(endpoint, TOKEN)
+    assert list(client.call("Tables", client.pb.TablesRequest()).tables) == ["spans"]
+    expected = DeltaTable(str(lake / "spans")).to_pyarrow_table()
+    assert expected.nbytes > 2 * CHUNK_BYTES  # the stream really is several messages
+    got = client.query("spans")
+    key = [("span_id", "ascending"), ("service_name", "ascending")]
+    assert got.schema.equals(expected.schema)
+    assert got.sort_by(key).equals(expected.sort_by(key))
+    filtered = client.query("spans", where="service_name = 'db'", columns=["name", "status_code"])
+    assert filtered.to_pylist() == [{"name": "SELECT orders", "status_code": "STATUS_CODE_ERROR"}]
+    old = client.query("spans", version=1)
+    assert old.num_rows == 3
+
+
+def test_operations_and_error_mapping(served) -> None:
+    lake, endpoint = served
+    client = ConnectorClient(endpoint, TOKEN)
+    pb = client.pb
+    stats = client.call("Statistics", pb.TableRequest(table="spans"))
+    assert stats.rows == 3 + 12_000 and stats.version == 4
+    history = client.call("History", pb.HistoryRequest(table="spans", limit=2))
+    assert [e.version for e in history.entries] == [4, 3]
+    deleted = client.call("Delete", pb.DeleteRequest(table="spans", where="service_name = 'db'"))
+    assert deleted.deleted == 1
+    restored = client.call("Restore", pb.RestoreRequest(table="spans", version=4))
+    assert restored.restored_to == 4
+    assert DeltaTable(str(lake / "spans")).to_pyarrow_table().num_rows == 12_003
+    optimized = client.call("Optimize", pb.OptimizeRequest(table="spans", z_order=["trace_id"]))
+    assert optimized.files_removed > 0
+    vacuum = client.call("Vacuum", pb.VacuumRequest(table="spans", retention_hours=0, dry_run=True))
+    assert vacuum.dry_run and len(vacuum.files) > 0
+
+    for rpc, request, code in [
+        ("Statistics", pb.TableRequest(table="nope"), grpc.StatusCode.NOT_FOUND),
+        ("Statistics", pb.TableRequest(table="logs"), grpc.StatusCode.NOT_FOUND),
+        (
+            "Delete",
+            pb.DeleteRequest(table="spans", where="no_such = 1"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+        ("Delete", pb.DeleteRequest(table="spans", where=""), grpc.StatusCode.INVALID_ARGUMENT),
+        ("Restore", pb.RestoreRequest(table="spans", version=999), grpc.StatusCode.NOT_FOUND),
+    ]:
+        with pytest.raises(grpc.RpcError) as failed:
+            client.call(rpc, request)
+        assert failed.value.code() == code, (rpc, failed.value.details())
+    with pytest.raises(grpc.RpcError) as failed:
+        client.query("spans", where="DROP TABLE spans")
+    assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_enabled_without_token_is_a_config_error(tmp_path: Path) -> None:
+    settings = Settings(
+        receiver={"grpc_endpoint": "127.0.0.1:0"},
+        deltalake={"table_path": str(tmp_path)},
+        connector_service={"enabled": True, "endpoint": "127.0.0.1:0"},
+    )
+    with pytest.raises(ConfigError, match="token"):
+        RunningBridge(settings)
