@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 
+from otel_delta.backfill.files import FORMATS
 from otel_delta.bridge import Bridge
 from otel_delta.config import Settings, load_settings
 from otel_delta.errors import OtelDeltaError
@@ -41,7 +42,30 @@ def _parser() -> argparse.ArgumentParser:
         "--config", help="path to deltalake.toml (default: ./deltalake.toml if present)"
     )
     serve_cmd.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
+    backfill_cmd = commands.add_parser(
+        "backfill", help="load OpenTelemetry Collector file-exporter output into the tables"
+    )
+    backfill_cmd.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    backfill_cmd.add_argument(
+        "--format",
+        default="auto",
+        choices=FORMATS,
+        help="OTLP/JSON lines or length-prefixed protobuf (default: detect per file)",
+    )
+    backfill_cmd.add_argument(
+        "--config", help="path to deltalake.toml (default: ./deltalake.toml if present)"
+    )
+    backfill_cmd.add_argument(
+        "--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING"]
+    )
     return parser
+
+
+def run_backfill(settings: Settings, args: argparse.Namespace) -> None:
+    from otel_delta.backfill import backfill, summary
+
+    report = backfill(settings, args.paths, args.format)
+    print(summary(report, settings.deltalake.resolved_table_path()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         settings = load_settings(args.config)
-        asyncio.run(serve(settings))
+        if args.command == "backfill":
+            run_backfill(settings, args)
+        else:
+            asyncio.run(serve(settings))
     except OtelDeltaError as exc:
         print(f"otel-delta: {exc}", file=sys.stderr)
         return 2

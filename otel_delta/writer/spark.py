@@ -69,7 +69,20 @@ class SparkWriter:
     ) -> int:
         """One Delta commit of `frame`; with `app_id`, Delta skips it if that txn is recorded."""
         self.ensure_table(table_name)
-        uri = self.uri(table_name)
+        return self.save(
+            table_name, self.uri(table_name), frame, app_id, app_version, user_metadata
+        )
+
+    def save(
+        self,
+        label: str,
+        uri: str,
+        frame: DataFrame,
+        app_id: str | None = None,
+        app_version: int | None = None,
+        user_metadata: str | None = None,
+    ) -> int:
+        """Append `frame` to the existing Delta table at `uri`; returns the latest version."""
         writer = (
             frame.write.format("delta")
             .mode("append")
@@ -89,7 +102,7 @@ class SparkWriter:
             return self._version(uri)
         except Exception as exc:  # py4j / AnalysisException: surface as our error, one line
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CommitError(f"Spark commit to {table_name} failed: {first}") from exc
+            raise CommitError(f"Spark commit to {label} failed: {first}") from exc
 
     def _version(self, uri: str) -> int:
         from delta.tables import DeltaTable
