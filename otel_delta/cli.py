@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run_backfill(settings: Settings, args: argparse.Namespace) -> None:
-    from otel_delta.backfill import backfill, summary
+    from otel_delta.backfill.run import backfill, summary
 
     report = backfill(settings, args.paths, args.format)
     print(summary(report, settings.deltalake.resolved_table_path()))

@@ -1,5 +1,5 @@
-"""Bulk load of OpenTelemetry Collector file-exporter output into the tables."""
+"""Bulk load of OpenTelemetry Collector file-exporter output into the tables.
 
-from otel_delta.backfill.run import BackfillReport, backfill, summary
-
-__all__ = ["BackfillReport", "backfill", "summary"]
+Entry point: `otel_delta.backfill.run.backfill`. This package init imports nothing, so Spark's
+Python workers load only the modules their tasks need.
+"""

@@ -119,24 +119,21 @@ def run_spark(
     reporter = threading.Thread(target=report, daemon=True)
     reporter.start()
     try:
-        stats = staged.where(F.col("table") == STATS).drop("ipc", "table").collect()
+        # everything but the blobs: small, and one job that converts every file
+        outline = staged.drop("ipc").collect()
     finally:
         stop.set()
         reporter.join()
-    by_hash = {row.file_sha256: row for row in stats}
+    by_hash = {row.file_sha256: row for row in outline if row.table == STATS}
     loaded = Loaded()
     for planned in files:
         row = by_hash[planned.sha256]
         loaded.add_file(planned, row.records, row.rows, row.rejected, row.dead_letters)
     progress.update(len(files), loaded.total_rows)
-
-    per_table = {
-        row.table: row.rows
-        for row in staged.where(F.col("table") != STATS)
-        .groupBy("table")
-        .agg(F.sum("rows").alias("rows"))
-        .collect()
-    }
+    per_table: dict[str, int] = {}
+    for row in outline:
+        if row.table != STATS:
+            per_table[row.table] = per_table.get(row.table, 0) + row.rows
     app = ledger.app_id(batch)
     try:
         for name, rows in per_table.items():

@@ -7,6 +7,7 @@ so no Spark start resolves anything from a repository.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from otel_delta.config import SparkSettings
@@ -40,6 +41,9 @@ def spark_session(settings: SparkSettings | None = None, *, master: str | None =
     from pyspark.sql import SparkSession
 
     settings = settings or SparkSettings()
+    # Python tasks (the backfill's converters) run on this interpreter, where otel-delta is
+    # installed; on a cluster it must exist at the same path on every worker (or set it)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     jars = ",".join(str(p) for p in delta_jars())
     builder = (
         SparkSession.builder.master(master or settings.master)

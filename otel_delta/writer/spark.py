@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from deltalake import DeltaTable
 
 from otel_delta.errors import CommitError
 from otel_delta.writer.delta_rs import DeltaRsWriter, WriterOptions
@@ -105,7 +106,5 @@ class SparkWriter:
             raise CommitError(f"Spark commit to {label} failed: {first}") from exc
 
     def _version(self, uri: str) -> int:
-        from delta.tables import DeltaTable
-
-        row = DeltaTable.forPath(self.session, uri).history(1).select("version").first()
-        return int(row[0]) if row is not None else -1
+        # read through delta-rs: no Spark job for a log read
+        return DeltaTable(uri, storage_options=self.options.storage_options or None).version()
