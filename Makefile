@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DELTA_VERSION := 4.0.1
 JARS := jars/delta-spark_2.13-$(DELTA_VERSION).jar jars/delta-storage-$(DELTA_VERSION).jar
 
-.PHONY: setup run test quick lint bench clean jars
+.PHONY: setup run test quick lint bench bench-backfill clean jars
 
 setup: $(STAMP) $(JARS)
 
@@ -39,6 +39,10 @@ quick: setup
 
 bench: setup
 	$(VENV)/bin/python -m bench.ingest
+
+# backfill rows/s: delta-rs path vs Spark local vs a Spark standalone cluster, same files
+bench-backfill: setup
+	$(VENV)/bin/python -m bench.backfill
 
 clean:
 	rm -rf $(VENV) jars *.egg-info .pytest_cache .ruff_cache

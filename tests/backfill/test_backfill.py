@@ -9,9 +9,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from otel_delta.backfill import ledger
 from otel_delta.backfill.ledger import DEAD_LETTER_TABLE, LEDGER_TABLE
 from otel_delta.backfill.run import backfill
-from otel_delta.backfill.stage import file_sha256
 from otel_delta.config import Settings
 from otel_delta.receiver.signals import SIGNALS_BY_NAME
 from otel_delta.tables import TABLES
@@ -88,7 +88,7 @@ def test_delta_rs_backfill_loads_every_layout_once(tmp_path: Path) -> None:
 
 @pytest.mark.e2e
 def test_spark_backfill_loads_every_layout_once_and_overlaps_add_only_new(
-    tmp_path: Path, spark
+    tmp_path: Path, spark, monkeypatch
 ) -> None:
     files = inputs(tmp_path / "in")
     root = tmp_path / "lake"
@@ -105,18 +105,26 @@ def test_spark_backfill_loads_every_layout_once_and_overlaps_add_only_new(
     assert again.files_new == 0 and again.files_skipped == 5
     assert versions(root) == before
 
-    # an overlapping set: the known files are skipped, only the new one is loaded
+    # an overlapping set: the known file is skipped, only the new one is loaded; the load dies
+    # after its table commits, before recording its files (as in a crash)
     extra = write_json_lines(tmp_path / "in" / "more.json", [corpus.logs_request()])
-    overlap = backfill(config, [str(files["json"]), str(extra)], session_factory=lambda: spark)
-    assert overlap.files_new == 1 and overlap.files_skipped == 1
-    logs = SIGNALS_BY_NAME["logs"].convert(corpus.logs_request()).tables["logs"]
-    assert overlap.rows == {"logs": logs.num_rows}
-    assert table_rows(root, "logs").num_rows == 4 * logs.num_rows
+    overlapping = [str(files["json"]), str(extra)]
+    record = ledger.append_once
 
-    # a load that committed its tables but died before recording its files: the re-run of the
-    # same files finds its Delta txn id in the table and commits nothing twice
-    DeltaTable(str(root / LEDGER_TABLE)).delete(f"file_sha256 = '{file_sha256(str(extra))}'")
-    rerun = backfill(config, [str(files["json"]), str(extra)], session_factory=lambda: spark)
-    assert rerun.files_new == 1 and rerun.skipped_commits == ["logs"]
+    def crash_on_ledger(root, name, *args):
+        if name == LEDGER_TABLE:
+            raise RuntimeError("crashed before recording the files")
+        return record(root, name, *args)
+
+    monkeypatch.setattr(ledger, "append_once", crash_on_ledger)
+    with pytest.raises(RuntimeError, match="crashed"):
+        backfill(config, overlapping, session_factory=lambda: spark)
+    monkeypatch.undo()
+    logs = SIGNALS_BY_NAME["logs"].convert(corpus.logs_request()).tables["logs"]
+    assert table_rows(root, "logs").num_rows == 4 * logs.num_rows
+    # the re-run finds the load's Delta txn id in the table and commits nothing twice
+    rerun = backfill(config, overlapping, session_factory=lambda: spark)
+    assert rerun.files_new == 1 and rerun.files_skipped == 1
+    assert rerun.rows == {"logs": logs.num_rows} and rerun.skipped_commits == ["logs"]
     assert table_rows(root, "logs").num_rows == 4 * logs.num_rows
     assert table_rows(root, LEDGER_TABLE).num_rows == 6
