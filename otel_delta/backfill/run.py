@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from otel_delta.backfill import ledger
 from otel_delta.backfill.files import Format
-from otel_delta.backfill.plan import Loaded, plan
+from otel_delta.backfill.plan import BackfillError, Loaded, plan
 from otel_delta.backfill.progress import Progress
 from otel_delta.bridge import writer_options
 from otel_delta.config import Settings
+from otel_delta.errors import OtelDeltaError
 from otel_delta.writer.delta_rs import DeltaRsWriter
 from otel_delta.writer.spark import SparkWriter
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -78,7 +82,17 @@ def backfill(
 
                 return spark_session(settings.spark)
 
-        loaded = run_spark(files, fmt, SparkWriter(options, session_factory), batch, progress)
+        writer = SparkWriter(options, session_factory)
+        try:
+            loaded = run_spark(files, fmt, writer, batch, progress)
+        except OtelDeltaError:
+            raise
+        except Exception as exc:  # Py4J/JVM errors: one line for the user, details in the log
+            log.debug("backfill on Spark failed", exc_info=True)
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise BackfillError(
+                f"backfill on Spark (master {settings.spark.master}) failed: {first}"
+            ) from exc
     progress.update(len(files), loaded.total_rows, final=True)
     ledger.append_once(
         options.table_root,

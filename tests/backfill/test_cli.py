@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from deltalake import DeltaTable
 
 from otel_delta.receiver.signals import SIGNALS_BY_NAME
@@ -51,3 +52,17 @@ def test_backfill_prints_rows_per_table_and_is_idempotent(tmp_path: Path) -> Non
         and "0 file(s) loaded with delta-rs, 1 already loaded" in second.stdout
     )
     assert DeltaTable(str(lake / "logs")).count() == rows
+
+
+@pytest.mark.e2e
+def test_unreachable_spark_master_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    path = write_json_lines(tmp_path / "logs.json", [corpus.logs_request()])
+    env = {
+        "OTEL_DELTA_DELTALAKE__TABLE_PATH": str(tmp_path / "lake"),
+        "OTEL_DELTA_SPARK__MASTER": "nonsense://nowhere",
+    }
+    done = run(str(path), env=env)
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("otel-delta: ") and "nonsense://nowhere" in last
+    assert "Traceback" not in done.stderr
