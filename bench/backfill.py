@@ -85,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         "spans": args.spans,
         "files": args.files,
         "spans_per_request": args.spans_per_request,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average_at_start": os.getloadavg()[0],  # other work on the machine skews all
+        },
         "loads": {},
         "spark_session_start_seconds": {},
     }
