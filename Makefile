@@ -11,7 +11,7 @@ NATIVE := $(VENV)/.native-installed
 NATIVE_SRC := $(wildcard native/src/*.rs) $(addprefix native/,Cargo.toml Cargo.lock build.rs descriptors.py pyproject.toml)
 JARS := jars/delta-spark_2.13-$(DELTA_VERSION).jar jars/delta-storage-$(DELTA_VERSION).jar
 
-.PHONY: setup run test quick lint bench bench-trace clean jars proto native
+.PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native
 
 # gRPC code of our own protos/ (ConnectorService), generated, never committed
 PROTOS := $(wildcard protos/*/*/*.proto)
@@ -70,6 +70,9 @@ bench: setup
 # trace lookup by id over 5M spans, before/after Z-order (a few minutes; not part of CI)
 bench-trace: setup
 	$(VENV)/bin/python -m bench.trace_lookup
+# backfill rows/s: delta-rs path vs Spark local vs a Spark standalone cluster, same files
+bench-backfill: setup
+	$(VENV)/bin/python -m bench.backfill
 
 clean:
 	rm -rf $(VENV) jars *.egg-info .pytest_cache .ruff_cache $(GENERATED) native/target

@@ -11,7 +11,10 @@ from otel_delta.config import Settings
 from otel_delta.maintenance import Maintainer
 from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.receiver import OtlpReceiver
+from otel_delta.writer.base import TableWriter
 from otel_delta.writer.delta_rs import DeltaRsWriter, WriterOptions
+from otel_delta.writer.routing import RoutingWriter
+from otel_delta.writer.spark import SparkWriter
 
 if TYPE_CHECKING:
     from otel_delta.remote.service import ConnectorServer
@@ -35,12 +38,30 @@ def writer_options(settings: Settings) -> WriterOptions:
     )
 
 
+def build_writer(settings: Settings) -> TableWriter:
+    """delta-rs for ingestion; Spark (started lazily) for bulk appends, per `engine`."""
+    options = writer_options(settings)
+    operations = settings.deltalake.operations
+    small = DeltaRsWriter(options)
+    if operations.engine == "delta-rs":
+        return small
+
+    def start_spark():
+        from otel_delta.spark.session import spark_session
+
+        return spark_session(settings.spark)
+
+    return RoutingWriter(
+        small, SparkWriter(options, start_spark), operations.engine, operations.bulk_threshold_rows
+    )
+
+
 class Bridge:
     """A running otel-delta: call `start`, later `stop` (which commits everything buffered)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.writer = DeltaRsWriter(writer_options(settings))
+        self.writer = build_writer(settings)
         self.buffer: GroupCommitBuffer | None = None
         self.receiver: OtlpReceiver | None = None
         self.maintainer: Maintainer | None = None

@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 
+from otel_delta.backfill.files import FORMATS
 from otel_delta.bridge import Bridge
 from otel_delta.commands import add_commands, run_command
 from otel_delta.commands.confirm import Aborted
@@ -48,7 +49,28 @@ def _parser() -> argparse.ArgumentParser:
     _add_config(serve_cmd)
     serve_cmd.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
     add_commands(commands, _add_config)
+    backfill_cmd = commands.add_parser(
+        "backfill", help="load OpenTelemetry Collector file-exporter output into the tables"
+    )
+    backfill_cmd.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    backfill_cmd.add_argument(
+        "--format",
+        default="auto",
+        choices=FORMATS,
+        help="OTLP/JSON lines or length-prefixed protobuf (default: detect per file)",
+    )
+    _add_config(backfill_cmd)
+    backfill_cmd.add_argument(
+        "--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING"]
+    )
     return parser
+
+
+def run_backfill(settings: Settings, args: argparse.Namespace) -> None:
+    from otel_delta.backfill.run import backfill, summary
+
+    report = backfill(settings, args.paths, args.format)
+    print(summary(report, settings.deltalake.resolved_table_path()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,10 +81,13 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        if args.command != "serve":
+        if args.command not in ("serve", "backfill"):
             return run_command(args)
         settings = load_settings(args.config)
-        asyncio.run(serve(settings))
+        if args.command == "backfill":
+            run_backfill(settings, args)
+        else:
+            asyncio.run(serve(settings))
     except Aborted:
         print("otel-delta: aborted", file=sys.stderr)
         return 1

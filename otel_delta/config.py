@@ -84,6 +84,10 @@ class OperationsSettings(Section):
     bulk_insert_enabled: bool = True
     streaming_enabled: bool = True
     max_commit_retries: int = Field(15, ge=0)
+    # which engine commits: "auto" sends appends of >= bulk_threshold_rows (and backfills) to
+    # Spark and the rest to delta-rs; "delta-rs" / "spark" force one engine
+    engine: Literal["auto", "delta-rs", "spark"] = "auto"
+    bulk_threshold_rows: int = Field(500_000, gt=0)
 
 
 class SchemaSettings(Section):
@@ -159,11 +163,21 @@ class ConnectorServiceSettings(Section):
         raise ConfigError("config error: connector_service: set token or token_env when enabled")
 
 
+class SparkSettings(Section):
+    """`[spark]`: the SparkSession used for bulk writes, backfill and reading."""
+
+    master: str = "local[*]"  # e.g. "spark://host:7077" for a standalone cluster
+    app_name: str = "otel-delta"
+    ui_enabled: bool = False
+    conf: dict[str, str] = Field(default_factory=dict)  # extra spark.* settings
+
+
 class Settings(BaseSettings):
     receiver: ReceiverSettings = ReceiverSettings()
     buffer: BufferSettings = BufferSettings()
     deltalake: DeltaLakeSettings = DeltaLakeSettings()
     connector_service: ConnectorServiceSettings = ConnectorServiceSettings()
+    spark: SparkSettings = SparkSettings()
 
     model_config = SettingsConfigDict(
         env_prefix="OTEL_DELTA_",

@@ -17,3 +17,13 @@ def bridge(lakehouse: Path):
     running = RunningBridge(make_settings(lakehouse))
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole run: a start costs ~10 s."""
+    from otel_delta.spark.session import spark_session
+
+    session = spark_session(master="local[2]")
+    yield session
+    session.stop()

@@ -58,3 +58,21 @@ def test_invalid_config_is_one_line_naming_the_key(
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
         load_settings(tmp_path / "absent.toml")
+
+
+def test_engine_and_spark_sections(tmp_path: Path) -> None:
+    defaults = load_settings(ROOT / "deltalake.toml")
+    assert defaults.deltalake.operations.engine == "auto"
+    assert defaults.deltalake.operations.bulk_threshold_rows == 500_000
+    assert defaults.spark.master == "local[*]" and defaults.spark.ui_enabled is False
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[deltalake.operations]\nengine = "spark"\n'
+        '[spark]\nmaster = "spark://10.0.0.1:7077"\n[spark.conf]\n"spark.cores.max" = "8"\n'
+    )
+    settings = load_settings(config)
+    assert settings.deltalake.operations.engine == "spark"
+    assert settings.spark.conf == {"spark.cores.max": "8"}
+    config.write_text('[deltalake.operations]\nengine = "duckdb"\n')
+    with pytest.raises(ConfigError, match=r"deltalake\.operations\.engine"):
+        load_settings(config)

@@ -7,8 +7,10 @@ so no Spark start resolves anything from a repository.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
+from otel_delta.config import SparkSettings
 from otel_delta.errors import OtelDeltaError
 
 DELTA_VERSION = "4.0.1"  # pairs with pyspark 4.0.x only
@@ -31,20 +33,27 @@ def delta_jars(jar_dir: Path | None = None) -> list[Path]:
     return paths
 
 
-def spark_session(master: str = "local[2]", app_name: str = "otel-delta"):
-    """A session reading and writing Delta, quiet, UI off, bound to 127.0.0.1."""
+def spark_session(settings: SparkSettings | None = None, *, master: str | None = None):
+    """A session reading and writing Delta, quiet, UI off by default, bound to 127.0.0.1.
+
+    `settings` is the `[spark]` config section; `master` overrides its `master`.
+    """
     from pyspark.sql import SparkSession
 
+    settings = settings or SparkSettings()
+    # Python tasks (the backfill's converters) run on this interpreter, where otel-delta is
+    # installed; on a cluster it must exist at the same path on every worker (or set it)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     jars = ",".join(str(p) for p in delta_jars())
-    session = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+    builder = (
+        SparkSession.builder.master(master or settings.master)
+        .appName(settings.app_name)
         .config("spark.jars", jars)
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
-        .config("spark.ui.enabled", "false")
+        .config("spark.ui.enabled", str(settings.ui_enabled).lower())
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -53,7 +62,11 @@ def spark_session(master: str = "local[2]", app_name: str = "otel-delta"):
         # features delta-rs cannot write must stay off on tables both engines share
         .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
         .config("spark.databricks.delta.properties.defaults.enableRowTracking", "false")
-        .getOrCreate()
+        # Parquet TIMESTAMP as INT64 µs (not legacy INT96) so delta-rs reads Spark's files alike
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     )
+    for key, value in settings.conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session

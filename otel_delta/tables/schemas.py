@@ -210,3 +210,28 @@ METRICS_SUMMARY = pa.schema(
         *METRIC_TAIL,
     ]
 )
+
+# Bookkeeping tables of `otel-delta backfill` (beside the telemetry tables, not partitioned).
+DEAD_LETTERS = pa.schema(
+    [
+        pa.field("file", STRING),
+        pa.field("file_sha256", STRING),
+        pa.field("offset", INT64),  # byte offset of the record in the (decompressed) file
+        pa.field("line", INT64),  # 1-based line number for OTLP/JSON lines, NULL otherwise
+        pa.field("reason", STRING),
+        pa.field("raw", pa.binary()),  # the undecodable record (first 1 MiB)
+        pa.field("loaded_at", TIMESTAMP),
+    ]
+)
+BACKFILL_FILES = pa.schema(
+    [
+        pa.field("file_sha256", STRING),
+        pa.field("file", STRING),
+        pa.field("batch_id", STRING),
+        pa.field("records", INT64),
+        pa.field("rows", INT64),
+        pa.field("rejected", INT64),
+        pa.field("dead_letters", INT64),
+        pa.field("loaded_at", TIMESTAMP),
+    ]
+)

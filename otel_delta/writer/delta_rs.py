@@ -12,6 +12,7 @@ from deltalake import (
     CommitProperties,
     DeltaTable,
     PostCommitHookProperties,
+    Transaction,
     WriterProperties,
     write_deltalake,
 )
@@ -129,7 +130,10 @@ class DeltaRsWriter:
                 f"is {list(self.options.partition_by)}"
             )
 
-    def append(self, table_name: str, data: pa.Table) -> int:
+    def append(
+        self, table_name: str, data: pa.Table, app_transaction: Transaction | None = None
+    ) -> int:
+        """`app_transaction` (a Delta `txn` app id + version) makes a load idempotent."""
         with self._locks[table_name]:
             attempt = 0
             while True:
@@ -143,7 +147,8 @@ class DeltaRsWriter:
                         target_file_size=self.options.target_file_size,
                         writer_properties=self._writer_properties,
                         commit_properties=CommitProperties(
-                            max_commit_retries=self.options.max_commit_retries
+                            max_commit_retries=self.options.max_commit_retries,
+                            app_transactions=[app_transaction] if app_transaction else None,
                         ),
                         post_commithook_properties=PostCommitHookProperties(create_checkpoint=True),
                     )

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from otel_delta.bridge import writer_options
 from otel_delta.config import Settings
 from otel_delta.connector import DeltaConfig, DeltaLakeConnector
 from otel_delta.errors import (
@@ -17,7 +18,8 @@ from otel_delta.errors import (
     TableNotFoundError,
 )
 from otel_delta.tables import TABLES
-from tests.helpers import running_bridge
+from otel_delta.writer.delta_rs import DeltaRsWriter
+from tests.helpers import make_settings
 
 
 def test_top_level_import_and_config_from_toml(tmp_path: Path) -> None:
@@ -75,8 +77,8 @@ def test_created_tables_match_what_the_bridge_creates(tmp_path: Path) -> None:
     lake = DeltaLakeConnector(DeltaConfig.for_path(tmp_path / "by_connector"))
     for name in TABLES:
         lake.get_or_create_table(name)
-    with running_bridge(tmp_path / "by_bridge") as bridge:
-        bridge.bridge.writer.open("spans")
+    bridge_settings = make_settings(tmp_path / "by_bridge")
+    DeltaRsWriter(writer_options(bridge_settings)).open("spans")
     ours = DeltaTable(str(tmp_path / "by_connector" / "spans"))
     theirs = DeltaTable(str(tmp_path / "by_bridge" / "spans"))
     assert ours.schema() == theirs.schema()

@@ -11,15 +11,6 @@ from tests.helpers import read_table
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from otel_delta.spark.session import spark_session
-
-    session = spark_session()
-    yield session
-    session.stop()
-
-
 def test_spark_reads_all_seven_tables(bridge, lakehouse, spark) -> None:
     traces, metrics, logs = bridge.stubs(bridge.channel())
     traces.Export(corpus.trace_request())

@@ -1,0 +1,146 @@
+"""One file-exporter record → (signal, Export*ServiceRequest), OTLP/JSON or protobuf.
+
+OTLP/JSON differs from protobuf's canonical JSON mapping in one way that matters: trace and
+span ids are hex strings, not base64. They are rewritten before `ParseDict`. An id that is
+not valid hex becomes a 1-byte id, which the converters reject and count — exactly as the
+receiver treats a bad id in a protobuf request (partial success), so the rest of the request
+is kept. Everything else (lowerCamelCase or original field names, enums as numbers or names,
+64-bit integers as strings) is what `ParseDict` accepts.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from otel_delta.receiver.signals import SIGNALS_BY_NAME, Signal
+
+# top-level key of each request in OTLP/JSON (lowerCamelCase and the proto field name)
+SIGNAL_KEYS = {
+    "resourceSpans": "traces",
+    "resource_spans": "traces",
+    "resourceMetrics": "metrics",
+    "resource_metrics": "metrics",
+    "resourceLogs": "logs",
+    "resource_logs": "logs",
+}
+ID_KEYS = frozenset({"traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"})
+INVALID_ID = base64.b64encode(b"\xff").decode()  # wrong length for any id: rejected downstream
+
+
+class UndecodableRecord(Exception):
+    """The record is not an OTLP Export request (goes to dead letters with this reason)."""
+
+
+def _hex_id_to_base64(value: str) -> str:
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        return INVALID_ID
+    return base64.b64encode(raw).decode()
+
+
+def hex_ids_to_base64(node: Any) -> Any:
+    """Rewrite every OTLP/JSON id (hex) into protobuf-JSON bytes (base64), in place."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ID_KEYS and isinstance(value, str):
+                node[key] = _hex_id_to_base64(value)
+            else:
+                hex_ids_to_base64(value)
+    elif isinstance(node, list):
+        for item in node:
+            hex_ids_to_base64(item)
+    return node
+
+
+def decode_json(payload: bytes) -> tuple[Signal, Message]:
+    try:
+        document = json.loads(payload)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UndecodableRecord(f"invalid JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise UndecodableRecord("not a JSON object")
+    names = {SIGNAL_KEYS[key] for key in document if key in SIGNAL_KEYS}
+    if len(names) != 1:
+        raise UndecodableRecord(
+            "no resourceSpans, resourceMetrics or resourceLogs key"
+            if not names
+            else f"keys of several signals: {sorted(names)}"
+        )
+    signal = SIGNALS_BY_NAME[names.pop()]
+    try:
+        request = json_format.ParseDict(
+            hex_ids_to_base64(document), signal.request(), ignore_unknown_fields=True
+        )
+    except (json_format.ParseError, binascii.Error, RecursionError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UndecodableRecord(f"not an OTLP/JSON {signal.request.__name__}: {reason}") from None
+    return signal, request
+
+
+def _first(items: Any) -> Any:
+    return items[0] if len(items) else None
+
+
+def _clean(message: Message | None) -> bool:
+    return message is None or len(UnknownFieldSet(message)) == 0
+
+
+# where the first item of each request is: resource list, scope list, item list
+ITEM_PATHS = {
+    "traces": ("resource_spans", "scope_spans", "spans"),
+    "metrics": ("resource_metrics", "scope_metrics", "metrics"),
+    "logs": ("resource_logs", "scope_logs", "log_records"),
+}
+
+
+def _plausible(signal: Signal, request: Message, strict: bool) -> bool:
+    """Does this parse look like the right signal? Checked on the first resource/scope/item.
+
+    The three requests share field numbers down to the item, so protobuf bytes parse as any of
+    them; a wrong guess shows as unknown fields (wire-type mismatches) or impossible ids.
+    """
+    resources, scopes, items = ITEM_PATHS[signal.name]
+    resource = _first(getattr(request, resources))
+    scope = _first(getattr(resource, scopes)) if resource is not None else None
+    item = _first(getattr(scope, items)) if scope is not None else None
+    if not all(_clean(m) for m in (request, resource, scope, item)):
+        return False
+    if item is None or not strict:
+        return True
+    if signal.name == "traces":
+        return len(item.trace_id) == 16 and len(item.span_id) == 8
+    if signal.name == "metrics":
+        return item.WhichOneof("data") is not None
+    return True
+
+
+def decode_proto(payload: bytes) -> tuple[Signal, Message]:
+    """Protobuf bytes of an unknown signal: the first signal whose parse is plausible."""
+    errors, parsed = [], []
+    for name in ("traces", "metrics", "logs"):
+        signal = SIGNALS_BY_NAME[name]
+        try:
+            parsed.append((signal, signal.request.FromString(payload)))
+        except (DecodeError, RecursionError) as exc:
+            errors.append(f"{signal.request.__name__}: {exc}")
+    # strict: ids and data look right; lenient: no unknown fields (its bad ids are rejected later)
+    for strict in (True, False):
+        for signal, request in parsed:
+            if _plausible(signal, request, strict):
+                return signal, request
+    detail = "; ".join(errors) if errors else "matches no OTLP signal"
+    raise UndecodableRecord(f"not an OTLP protobuf Export request ({detail})")
+
+
+def decode_record(payload: bytes) -> tuple[Signal, Message]:
+    if payload.lstrip()[:1] == b"{":
+        return decode_json(payload)
+    return decode_proto(payload)

@@ -1,0 +1,158 @@
+"""The backfill on Spark: files are split across tasks, each converts its files with our
+converters, and the job commits once per table.
+
+Stage 1 (one task per file, up to MAX_TASKS): `mapInArrow` over a DataFrame of (path, hash)
+converts each file and emits its Arrow tables as IPC blobs, tagged with the table name, plus a
+stats row per file; the result is persisted so conversion runs once. Stage 2, per table: the
+blobs of that table are decoded back to Arrow batches (`mapInArrow` again, with the table's own
+schema) and appended in one Delta commit carrying the load's `txn` id. Input files must be
+readable at the same path by the driver and every executor (shared filesystem).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa
+
+from otel_delta.backfill import ledger
+from otel_delta.backfill.files import Format
+from otel_delta.backfill.plan import Loaded, PlannedFile
+from otel_delta.backfill.progress import Progress
+from otel_delta.backfill.stage import stage_file
+from otel_delta.tables import TABLES
+from otel_delta.tables.schemas import DEAD_LETTERS
+from otel_delta.writer.spark import SparkWriter, spark_schema
+
+MAX_TASKS = 1000
+ROWS_PER_BLOB = 50_000  # keeps each binary cell far below Spark's 2 GiB limit
+STATS = ""  # `table` of a file's stats row
+
+STAGED = pa.schema(
+    [
+        pa.field("file_sha256", pa.string()),
+        pa.field("table", pa.string()),
+        pa.field("records", pa.int64()),
+        pa.field("rows", pa.int64()),
+        pa.field("rejected", pa.int64()),
+        pa.field("dead_letters", pa.int64()),
+        pa.field("ipc", pa.binary()),
+    ]
+)
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def staged_rows(path: str, sha256: str, fmt: Format) -> list[dict]:
+    """Convert one file; its tables as IPC blobs plus one stats row."""
+    staged = stage_file(path, sha256, fmt)
+    outputs = {name: staged.table(name) for name in staged.tables}
+    if staged.dead:
+        outputs[ledger.DEAD_LETTER_TABLE] = staged.dead_letters()
+    rows = [
+        {"file_sha256": sha256, "table": name, "rows": chunk.num_rows, "ipc": to_ipc(chunk)}
+        for name, table in outputs.items()
+        for chunk in (
+            table.slice(i, ROWS_PER_BLOB) for i in range(0, table.num_rows, ROWS_PER_BLOB)
+        )
+    ]
+    rows.append(
+        {
+            "file_sha256": sha256,
+            "table": STATS,
+            "records": staged.records,
+            "rows": staged.rows,
+            "rejected": staged.rejected,
+            "dead_letters": len(staged.dead),
+        }
+    )
+    return rows
+
+
+def _stage_task(fmt: Format, files_done, rows_done) -> Callable:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for path, sha256 in zip(
+                batch.column("path").to_pylist(), batch.column("sha256").to_pylist(), strict=True
+            ):
+                rows = staged_rows(path, sha256, fmt)
+                yield pa.RecordBatch.from_pylist(rows, schema=STAGED)
+                files_done.add(1)
+                rows_done.add(rows[-1]["rows"])
+
+    return run
+
+
+def _decode_blobs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        for blob in batch.column(0):
+            yield from pa.ipc.open_stream(blob.as_buffer()).read_all().to_batches()
+
+
+def run_spark(
+    files: list[PlannedFile], fmt: Format, writer: SparkWriter, batch: str, progress: Progress
+) -> Loaded:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    spark = writer.session
+    context = spark.sparkContext
+    files_done, rows_done = context.accumulator(0), context.accumulator(0)
+    paths = context.parallelize(
+        [(f.path, f.sha256) for f in files], max(1, min(len(files), MAX_TASKS))
+    ).toDF("path string, sha256 string")
+    staged = paths.mapInArrow(_stage_task(fmt, files_done, rows_done), spark_schema(STAGED))
+    staged = staged.persist(StorageLevel.MEMORY_AND_DISK)
+
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(0.5):
+            progress.update(files_done.value, rows_done.value)
+
+    reporter = threading.Thread(target=report, daemon=True)
+    reporter.start()
+    try:
+        # everything but the blobs: small, and one job that converts every file
+        outline = staged.drop("ipc").collect()
+    finally:
+        stop.set()
+        reporter.join()
+    by_hash = {row.file_sha256: row for row in outline if row.table == STATS}
+    loaded = Loaded()
+    for planned in files:
+        row = by_hash[planned.sha256]
+        loaded.add_file(planned, row.records, row.rows, row.rejected, row.dead_letters)
+    progress.update(len(files), loaded.total_rows)
+    per_table: dict[str, int] = {}
+    for row in outline:
+        if row.table != STATS:
+            per_table[row.table] = per_table.get(row.table, 0) + row.rows
+    app = ledger.app_id(batch)
+    try:
+        for name, rows in per_table.items():
+            schema = DEAD_LETTERS if name == ledger.DEAD_LETTER_TABLE else TABLES[name].schema
+            frame = (
+                staged.where(F.col("table") == name)
+                .select("ipc")
+                .mapInArrow(_decode_blobs, spark_schema(schema))
+            )
+            if name == ledger.DEAD_LETTER_TABLE:
+                root, storage = writer.options.table_root, writer.options.storage_options
+                uri = ledger.ensure_aux_table(root, name, storage)
+                writer.save(name, uri, frame, app, ledger.TXN_VERSION)
+                continue
+            loaded.rows[name] = rows
+            if ledger.committed(writer.uri(name), app, writer.options.storage_options):
+                loaded.skipped_commits.append(name)
+                continue
+            writer.append_frame(name, frame, app, ledger.TXN_VERSION)
+    finally:
+        staged.unpersist()
+    return loaded

@@ -1,0 +1,88 @@
+"""What was loaded: the `_backfill_files` table and the Delta `txn` ids of backfill commits.
+
+Idempotency, in two layers:
+- files are keyed by the SHA-256 of their bytes; a file whose hash is in `_backfill_files` is
+  skipped, so re-running the same files, or an overlapping set, loads only the new ones;
+- the commits of one load carry the Delta transaction id `otel-delta-backfill-<batch>` (batch =
+  hash of the new files' hashes), so a load that died after some table commits and is re-run
+  with the same files skips the tables already committed (Spark skips a recorded txn itself;
+  the delta-rs path checks `transaction_version`) and then records the files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+from otel_delta.tables.schemas import BACKFILL_FILES, DEAD_LETTERS
+from otel_delta.writer.delta_rs import table_uri
+
+LEDGER_TABLE = "_backfill_files"
+DEAD_LETTER_TABLE = "_dead_letters"
+AUX_SCHEMAS = {LEDGER_TABLE: BACKFILL_FILES, DEAD_LETTER_TABLE: DEAD_LETTERS}
+TXN_VERSION = 1
+
+
+def batch_id(hashes: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(hashes)).encode()).hexdigest()[:32]
+
+
+def app_id(batch: str) -> str:
+    return f"otel-delta-backfill-{batch}"
+
+
+def ensure_aux_table(root: str, name: str, storage: dict[str, str] | None = None) -> str:
+    uri = table_uri(root, name)
+    DeltaTable.create(
+        uri,
+        AUX_SCHEMAS[name],
+        mode="ignore",
+        name=name,
+        description=f"otel-delta backfill bookkeeping: {name}",
+        storage_options=storage or None,
+    )
+    return uri
+
+
+def loaded_hashes(root: str, storage: dict[str, str] | None = None) -> set[str]:
+    try:
+        table = DeltaTable(table_uri(root, LEDGER_TABLE), storage_options=storage or None)
+    except TableNotFoundError:
+        return set()
+    return set(table.to_pyarrow_table(columns=["file_sha256"]).column(0).to_pylist())
+
+
+def committed(uri: str, app: str, storage: dict[str, str] | None = None) -> bool:
+    """Has a commit with this txn app id (at our version) landed in the table already?"""
+    try:
+        version = DeltaTable(uri, storage_options=storage or None).transaction_version(app)
+    except TableNotFoundError:
+        return False
+    return version is not None and version >= TXN_VERSION
+
+
+def append_once(
+    root: str, name: str, data: pa.Table, app: str, storage: dict[str, str] | None = None
+) -> bool:
+    """Append a bookkeeping table's rows unless this load's txn already did; True if written."""
+    uri = ensure_aux_table(root, name, storage)
+    if committed(uri, app, storage):
+        return False
+    write_deltalake(
+        uri,
+        data,
+        mode="append",
+        storage_options=storage or None,
+        commit_properties=CommitProperties(app_transactions=[Transaction(app, TXN_VERSION)]),
+    )
+    return True
+
+
+def ledger_rows(files: list[dict], batch: str) -> pa.Table:
+    now = datetime.now(UTC)
+    rows = [{**f, "batch_id": batch, "loaded_at": now} for f in files]
+    return pa.Table.from_pylist(rows, schema=BACKFILL_FILES)

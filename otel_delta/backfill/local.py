@@ -1,0 +1,50 @@
+"""The backfill without Spark: convert in this process, commit with delta-rs.
+
+For `engine = "delta-rs"`, and the baseline of the backfill benchmark.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from deltalake import Transaction
+
+from otel_delta.backfill import ledger
+from otel_delta.backfill.files import Format
+from otel_delta.backfill.plan import Loaded, PlannedFile
+from otel_delta.backfill.progress import Progress
+from otel_delta.backfill.stage import stage_file
+from otel_delta.writer.delta_rs import DeltaRsWriter
+
+
+def run_local(
+    files: list[PlannedFile], fmt: Format, writer: DeltaRsWriter, batch: str, progress: Progress
+) -> Loaded:
+    loaded = Loaded()
+    parts: dict[str, list[pa.Table]] = {}
+    dead: list[pa.Table] = []
+    for done, planned in enumerate(files, start=1):
+        staged = stage_file(planned.path, planned.sha256, fmt)
+        for name, tables in staged.tables.items():
+            parts.setdefault(name, []).extend(tables)
+        if staged.dead:
+            dead.append(staged.dead_letters())
+        loaded.add_file(planned, staged.records, staged.rows, staged.rejected, len(staged.dead))
+        progress.update(done, loaded.total_rows)
+    app = ledger.app_id(batch)
+    storage = writer.options.storage_options
+    for name, tables in parts.items():
+        data = pa.concat_tables(tables)
+        loaded.rows[name] = data.num_rows
+        if ledger.committed(writer.uri(name), app, storage):
+            loaded.skipped_commits.append(name)
+            continue
+        writer.append(name, data, Transaction(app, ledger.TXN_VERSION))
+    if dead:
+        ledger.append_once(
+            writer.options.table_root,
+            ledger.DEAD_LETTER_TABLE,
+            pa.concat_tables(dead),
+            app,
+            storage,
+        )
+    return loaded

@@ -1,0 +1,76 @@
+"""Framing and compression of file-exporter output."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from otel_delta.backfill.files import BadRecord, Record, UnreadableFile, records
+from otel_delta.backfill.stage import stage_file
+from otel_delta.convert import logs_to_arrow, spans_to_arrow
+from tests import corpus
+from tests.backfill.collector import framed, otlp_json, write_json_lines, write_proto
+
+
+def payloads(items) -> list[bytes]:
+    return [r.payload for r in items if isinstance(r, Record)]
+
+
+def test_json_lines_with_offsets_and_line_numbers() -> None:
+    data = b'{"a":1}\n\n{"b":2}\n'
+    items = list(records(data, "otlp-json"))
+    assert [(r.offset, r.line, r.payload) for r in items] == [
+        (0, 1, b'{"a":1}'),
+        (9, 3, b'{"b":2}'),
+    ]
+
+
+@pytest.mark.parametrize("compress", [None, "gzip", "zstd", "zstd-per-message"])
+def test_proto_files_in_every_layout(tmp_path: Path, compress) -> None:
+    requests = [corpus.trace_request(), corpus.logs_request()]
+    path = write_proto(tmp_path / "f.pb", requests, compress)
+    assert payloads(records(path.read_bytes(), "auto")) == [r.SerializeToString() for r in requests]
+
+
+@pytest.mark.parametrize("compress", [None, "gzip", "zstd-per-message"])
+def test_json_files_in_every_layout(tmp_path: Path, compress) -> None:
+    requests = [corpus.metrics_request(), corpus.trace_request()]
+    path = write_json_lines(tmp_path / "f.json", requests, compress)
+    got = payloads(records(path.read_bytes(), "otlp-json"))
+    assert got == [otlp_json(r).encode() for r in requests]
+
+
+def test_truncated_frame_is_a_bad_record_after_the_good_ones() -> None:
+    good = corpus.logs_request().SerializeToString()
+    data = framed([good]) + (1000).to_bytes(4, "big") + b"short"
+    items = list(records(data, "otlp-proto"))
+    assert payloads(items) == [good]
+    assert isinstance(items[1], BadRecord) and "truncated message" in items[1].reason
+
+
+def test_corrupt_gzip_is_unreadable() -> None:
+    with pytest.raises(UnreadableFile, match="gzip"):
+        list(records(gzip.compress(b"x" * 100)[:20], "auto"))
+
+
+def test_stage_file_counts_and_dead_letters(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.json"
+    lines = [otlp_json(corpus.trace_request()), "{broken", otlp_json(corpus.logs_request())]
+    path.write_text("\n".join(lines) + "\n")
+    staged = stage_file(str(path), "sha", "auto")
+    assert staged.records == 3 and set(staged.tables) == {"spans", "logs"}
+    expected = [spans_to_arrow(corpus.trace_request()), logs_to_arrow(corpus.logs_request())]
+    assert staged.rejected == sum(c.rejected.count for c in expected)
+    assert staged.rows == sum(c.rows for c in expected) > 0
+    dead = staged.dead_letters().to_pylist()
+    assert [(d["line"], d["raw"]) for d in dead] == [(2, b"{broken")]
+    assert "invalid JSON" in dead[0]["reason"]
+    assert pa.types.is_timestamp(staged.dead_letters().schema.field("loaded_at").type)
+
+
+def test_unreadable_file_is_one_dead_letter(tmp_path: Path) -> None:
+    staged = stage_file(str(tmp_path / "gone.json"), "sha", "auto")
+    assert staged.records == 0 and "unreadable file" in staged.dead[0]["reason"]
