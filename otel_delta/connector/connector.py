@@ -62,6 +62,9 @@ class DeltaLakeConnector:
             from otel_delta.spark.session import spark_session
 
             self._spark = spark_session()
+        from otel_delta.connector.spark_engine import use_codec
+
+        use_codec(self._spark, self.config.deltalake.table.compression)
         return self._spark
 
     def table(self, name: str) -> Table:

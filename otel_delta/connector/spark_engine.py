@@ -16,6 +16,12 @@ RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 
 
+def use_codec(spark: Any, compression: str) -> None:
+    """Write Parquet with the codec the bridge uses (deltalake.table.compression)."""
+    codec = {"UNCOMPRESSED": "none"}.get(compression, compression.lower())
+    spark.conf.set("spark.sql.parquet.compression.codec", codec)
+
+
 def _delta_table(spark: Any, uri: str) -> Any:
     from delta.tables import DeltaTable
 
@@ -28,9 +34,18 @@ def _path_sql(uri: str) -> str:
 
 def concurrent_errors() -> tuple[type[BaseException], ...]:
     """delta-spark's conflict exceptions, for the caller's bounded retry."""
-    from delta.exceptions import ConcurrentModificationException
+    from delta import exceptions as conflicts
 
-    return (ConcurrentModificationException,)
+    return (
+        conflicts.DeltaConcurrentModificationException,
+        conflicts.ConcurrentWriteException,
+        conflicts.MetadataChangedException,
+        conflicts.ProtocolChangedException,
+        conflicts.ConcurrentAppendException,
+        conflicts.ConcurrentDeleteReadException,
+        conflicts.ConcurrentDeleteDeleteException,
+        conflicts.ConcurrentTransactionException,
+    )
 
 
 def upsert(spark: Any, uri: str, source: pa.Table, condition: str) -> tuple[int, int]:

@@ -117,6 +117,12 @@ def test_delete_counts_and_leaves_the_rest(spans) -> None:
     after = spans.query().to_arrow()
     assert after.num_rows == before.num_rows - expected
     assert spans.delete("service_name = 'no-such-service'").deleted == 0
+    bound = "TIMESTAMP '2024-11-19T08:00:01Z'"
+    where = f"date = '2024-11-19' AND start_time < {bound}"
+    early = spans.query().filter(where).count()
+    assert early > 0
+    assert spans.delete(where).deleted == early
+    assert spans.query().filter(f"start_time < {bound}").count() == 1  # the 1970 corpus span
     version = spans.version()
     for bad in ("service = 'cart'", "1=1; DROP TABLE spans", "service_name = 'cart' OR"):
         with pytest.raises(InvalidPredicateError):
