@@ -12,7 +12,7 @@ from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 from otel_delta.bridge import writer_options
 from otel_delta.config import Settings, load_settings
 from otel_delta.connector.engine import Engine, check_engine
-from otel_delta.errors import TableNotFoundError
+from otel_delta.errors import OtelDeltaError, TableNotFoundError
 from otel_delta.tables import TABLES
 from otel_delta.writer.delta_rs import DeltaRsWriter, table_uri
 
@@ -101,7 +101,7 @@ class DeltaLakeConnector:
         self.table(name)  # raises when missing
         uri = self.uri(name)
         if "://" in uri and not uri.startswith("file://"):
-            raise NotImplementedError("delete_table on object stores is not supported")
+            raise OtelDeltaError(f"delete_table supports local lakehouses only, not {uri}")
         shutil.rmtree(uri.removeprefix("file://"))
         self.writer.forget(name)
 
