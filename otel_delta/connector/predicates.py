@@ -343,6 +343,8 @@ class _Parser:
                 raise bad
             value = raw
         elif pa.types.is_integer(type_):
+            if isinstance(raw, float) and raw.is_integer() and abs(raw) < 2**63:
+                raw = int(raw)  # 1e6 on a BIGINT column
             if isinstance(raw, bool) or not isinstance(raw, int):
                 raise bad
             info = _int_range(type_)
