@@ -139,6 +139,9 @@ def test_schema_evolution_adds_nullable_columns_and_the_bridge_keeps_writing(lak
     assert spans.update_schema(pa.field("tenant_id", pa.string())).added == []
     old_rows = spans.query().filter("tenant_id IS NULL").count()
     assert old_rows == spans.query().count()
+    before_change = spans.query().version(change.version - 1).to_arrow()  # time travel
+    assert before_change.num_rows == old_rows
+    assert before_change.column("tenant_id").null_count == old_rows
 
     with pytest.raises(SchemaMismatchError) as err:
         spans.update_schema(pa.field("duration_ns", pa.string()))
