@@ -19,6 +19,8 @@ from otel_delta.errors import (
 from otel_delta.tables import TABLES
 from tests.helpers import running_bridge
 
+pytestmark = pytest.mark.e2e  # tables written by a real bridge (gRPC server)
+
 
 def test_top_level_import_and_config_from_toml(tmp_path: Path) -> None:
     from otel_delta import DeltaConfig as TopConfig

@@ -23,6 +23,8 @@ from otel_delta.tables import TABLES
 from otel_delta.tables.schemas import SCHEMA_VERSION
 from tests.connector import data
 
+pytestmark = pytest.mark.e2e  # tables written by a real bridge (gRPC server)
+
 KEY = ["service_name", "date", "trace_id", "span_id"]
 
 

@@ -192,6 +192,7 @@ AGREEMENT = [
 ]
 
 
+@pytest.mark.e2e  # on the bridge-written lakehouse
 @pytest.mark.parametrize("text", AGREEMENT)
 def test_arrow_and_sql_renderings_select_the_same_rows(text: str, bridge_lake) -> None:
     delta = DeltaTable(str(bridge_lake / "spans"))

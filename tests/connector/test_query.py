@@ -13,6 +13,8 @@ from otel_delta.errors import InvalidPredicateError, InvalidQueryError, VersionN
 from tests.connector import data
 from tests.helpers import read_table
 
+pytestmark = pytest.mark.e2e  # tables written by a real bridge (gRPC server)
+
 PARTITIONS = len(data.SERVICES) * len(data.DAYS)
 BRIDGE_FILES = PARTITIONS * data.COMMITS_PER_PARTITION
 

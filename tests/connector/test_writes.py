@@ -17,6 +17,8 @@ from tests import corpus
 from tests.connector import data
 from tests.helpers import read_table, running_bridge
 
+pytestmark = pytest.mark.e2e  # tables written by a real bridge (gRPC server)
+
 
 def one_span(spans, trace_hex: str) -> dict:
     rows = spans.query().filter(f"trace_id = '{trace_hex}'").order_by("span_id").to_pylist()
