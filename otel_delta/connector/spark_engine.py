@@ -14,6 +14,7 @@ from otel_delta.connector.predicates import quote_identifier
 
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
 def use_codec(spark: Any, compression: str) -> None:
@@ -84,7 +85,11 @@ def optimize(
 def vacuum(spark: Any, uri: str, retention_hours: int, dry_run: bool) -> list[str]:
     """Files vacuum removes (or would): Spark lists them only in a dry run, so list first."""
     previous = spark.conf.get(RETENTION_CHECK, "true")
+    previous_listing = spark.conf.get(LISTING_PARALLELISM, "10000")
     spark.conf.set(RETENTION_CHECK, "false")  # the caller chose the retention explicitly
+    # VACUUM spreads its file listing over this many tasks (default 10000): far too many
+    # for one table directory on a small cluster
+    spark.conf.set(LISTING_PARALLELISM, str(max(8, spark.sparkContext.defaultParallelism * 4)))
     try:
         rows = spark.sql(
             f"VACUUM {_path_sql(uri)} RETAIN {int(retention_hours)} HOURS DRY RUN"
@@ -95,3 +100,4 @@ def vacuum(spark: Any, uri: str, retention_hours: int, dry_run: bool) -> list[st
         return files
     finally:
         spark.conf.set(RETENTION_CHECK, previous)
+        spark.conf.set(LISTING_PARALLELISM, previous_listing)
