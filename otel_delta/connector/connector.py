@@ -58,13 +58,14 @@ class DeltaLakeConnector:
 
     def spark(self) -> Any:
         """The SparkSession used by engine="spark" (started lazily, offline, with Delta jars)."""
+        from otel_delta.connector import spark_engine
+
         if self._spark is None:
             from otel_delta.spark.session import spark_session
 
             self._spark = spark_session()
-        from otel_delta.connector.spark_engine import use_codec
-
-        use_codec(self._spark, self.config.deltalake.table.compression)
+            spark_engine.size_for_local(self._spark)
+        spark_engine.use_codec(self._spark, self.config.deltalake.table.compression)
         return self._spark
 
     def table(self, name: str) -> Table:

@@ -17,6 +17,13 @@ OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
+def size_for_local(spark: Any) -> None:
+    """Delta rebuilds each snapshot with 50 partitions by default: right for a cluster, but on
+    the connector's own local session it makes every operation several times slower."""
+    partitions = max(2, spark.sparkContext.defaultParallelism * 2)
+    spark.conf.set("spark.databricks.delta.snapshotPartitions", str(partitions))
+
+
 def use_codec(spark: Any, compression: str) -> None:
     """Write Parquet with the codec the bridge uses (deltalake.table.compression)."""
     codec = {"UNCOMPRESSED": "none"}.get(compression, compression.lower())

@@ -20,10 +20,10 @@ KEY = ["service_name", "date", "trace_id", "span_id"]
 
 
 @pytest.fixture(scope="module")
-def spark():
-    from otel_delta.spark.session import spark_session
-
-    session = spark_session()
+def spark(tmp_path_factory):
+    """One session for the module, started the way the connector starts its own."""
+    lake = DeltaLakeConnector(DeltaConfig.for_path(tmp_path_factory.mktemp("s")), engine="spark")
+    session = lake.spark()
     yield session
     session.stop()
 
