@@ -6,6 +6,8 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 DELTA_VERSION := 4.0.1
 JARS := jars/delta-spark_2.13-$(DELTA_VERSION).jar jars/delta-storage-$(DELTA_VERSION).jar
+LOGSTORE_JAR := jars/otel-delta-logstore-0.1.0.jar
+JARS += $(LOGSTORE_JAR)
 
 .PHONY: setup run test quick lint bench clean jars
 
@@ -13,6 +15,12 @@ setup: $(STAMP) $(JARS)
 
 # Delta's jars for Spark, fetched once from Maven Central; Spark then starts offline.
 jars: $(JARS)
+
+# Our put-if-absent Delta LogStore for Spark (spark/logstore; see README "Commit safety").
+$(LOGSTORE_JAR): spark/logstore/pom.xml $(shell find spark/logstore/src -name '*.java')
+	mvn -q -f spark/logstore/pom.xml package
+	mkdir -p jars
+	cp spark/logstore/target/$(notdir $@) $@
 
 jars/%.jar:
 	mkdir -p jars
@@ -41,4 +49,4 @@ bench: setup
 	$(VENV)/bin/python -m bench.ingest
 
 clean:
-	rm -rf $(VENV) jars *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) jars spark/logstore/target *.egg-info .pytest_cache .ruff_cache

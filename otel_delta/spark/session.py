@@ -12,7 +12,14 @@ from pathlib import Path
 from otel_delta.errors import OtelDeltaError
 
 DELTA_VERSION = "4.0.1"  # pairs with pyspark 4.0.x only
-DELTA_JARS = (f"delta-spark_2.13-{DELTA_VERSION}.jar", f"delta-storage-{DELTA_VERSION}.jar")
+# our put-if-absent commit store for file:// tables (spark/logstore/pom.xml; README: commit safety)
+LOGSTORE_JAR = "otel-delta-logstore-0.1.0.jar"
+LOGSTORE_CLASS = "io.oteldelta.storage.LocalPutIfAbsentLogStore"
+DELTA_JARS = (
+    f"delta-spark_2.13-{DELTA_VERSION}.jar",
+    f"delta-storage-{DELTA_VERSION}.jar",
+    LOGSTORE_JAR,
+)
 DEFAULT_JAR_DIR = Path(__file__).resolve().parents[2] / "jars"
 
 
@@ -26,17 +33,22 @@ def delta_jars(jar_dir: Path | None = None) -> list[Path]:
     missing = [p.name for p in paths if not p.is_file()]
     if missing:
         raise SparkSetupError(
-            f"Delta jar(s) {', '.join(missing)} not found in {directory}: run `make jars`"
+            f"Spark jar(s) {', '.join(missing)} not found in {directory}: run `make jars`"
         )
     return paths
 
 
-def spark_session(master: str = "local[2]", app_name: str = "otel-delta"):
-    """A session reading and writing Delta, quiet, UI off, bound to 127.0.0.1."""
+def spark_session(
+    master: str = "local[2]", app_name: str = "otel-delta", conf: dict[str, str] | None = None
+):
+    """A session reading and writing Delta, quiet, UI off, bound to 127.0.0.1.
+
+    `conf` is applied last (tests use it to swap the log store or add a jar).
+    """
     from pyspark.sql import SparkSession
 
     jars = ",".join(str(p) for p in delta_jars())
-    session = (
+    builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.jars", jars)
@@ -53,7 +65,12 @@ def spark_session(master: str = "local[2]", app_name: str = "otel-delta"):
         # features delta-rs cannot write must stay off on tables both engines share
         .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
         .config("spark.databricks.delta.properties.defaults.enableRowTracking", "false")
-        .getOrCreate()
+        # commits to local tables are put-if-absent, like delta-rs's, so neither engine can
+        # replace the other's commit (the default store's check-then-rename can)
+        .config("spark.delta.logStore.file.impl", LOGSTORE_CLASS)
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
