@@ -30,7 +30,9 @@ DEFAULT_STORE = "io.delta.storage.HDFSLogStore"  # Delta 4.0's store for file://
 MARK = "RACE "  # prefix of the child's protocol lines on stdout (Spark logs go to stderr)
 TABLE = "spans"
 # a commit's temp file, as Delta's Hadoop stores and ours name it: .<version>.json.<uuid>.tmp
-SPARK_TEMP = re.compile(r"^\.\d{20}\.json\..+\.tmp$")
+SPARK_TEMP = re.compile(r"^\.(\d{20})\.json\..+\.tmp$")
+# shown by SlowRenameLocalFs while a rename sits between its existence check and the rename
+RENAME_WINDOW = re.compile(r"^\.(\d{20})\.json\.rename-window$")
 
 
 def span_hex(n: int) -> str:
@@ -205,10 +207,10 @@ def run_race(
     """One race; returns what was acknowledged and what survived.
 
     Two kinds of delta-rs writers: `background_writers` append every `background_interval`
-    seconds, and a "sniper" appends the moment a Spark commit's temp file appears in
-    _delta_log — i.e. while Spark is between deciding on version N and publishing it, the
-    window a check-then-rename store leaves open. Both stores name their temp file alike, so
-    the sniper targets either store's commits the same way.
+    seconds, and a "sniper" appends the moment Spark publishes a commit: when a Spark commit's
+    temp file has appeared in _delta_log and then either its paused rename shows the window
+    marker (Delta's check-then-rename store: it has checked, not yet renamed) or the temp is
+    gone (published: our store links in one step, there is no window to wait for).
     """
     from otel_delta.convert import spans_to_arrow
     from otel_delta.errors import CommitError
@@ -247,16 +249,27 @@ def run_race(
         for k in range(snipes_at_most):
             i = 9_000_000 + k
             data = rows(i)
-            while not stop.is_set():
-                fresh = {n for n in os.listdir(log_dir) if SPARK_TEMP.match(n)} - seen
-                if fresh:
-                    seen.update(fresh)
-                    snipes.extend(sorted(fresh))
-                    break
-                time.sleep(0.002)
-            if stop.is_set():
+            reason = wait_for_publish(log_dir, seen)
+            if reason is None:
                 return
+            snipes.append(reason)
             append(writer, i, data)
+
+    def wait_for_publish(log_dir: Path, seen: set[str]) -> str | None:
+        """Wait until Spark publishes a commit: its temp file is gone or its rename is paused."""
+        pending: set[str] = set()
+        while not stop.is_set():
+            names = os.listdir(log_dir)
+            temps = {m[1] for n in names if (m := SPARK_TEMP.match(n))}
+            windows = {m[1] for n in names if (m := RENAME_WINDOW.match(n))}
+            pending |= temps - seen
+            seen |= temps
+            if pending & windows:
+                return f"{min(pending & windows)}:in-rename-window"
+            if pending - temps:
+                return f"{min(pending - temps)}:published"
+            time.sleep(0.002)
+        return None
 
     writers = [
         threading.Thread(target=append_now_and_then, args=(w,)) for w in range(background_writers)

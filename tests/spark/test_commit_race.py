@@ -34,7 +34,7 @@ def slow_rename_jar(tmp_path_factory) -> Path:
 def test_default_store_loses_acknowledged_commits(tmp_path: Path, slow_rename_jar: Path) -> None:
     result = run_race(tmp_path, race_conf(slow_rename_jar, PAUSE_MS, store=DEFAULT_STORE))
     assert result.store == DEFAULT_STORE
-    assert result.snipes, "delta-rs never committed inside a Spark commit window"
+    assert any(s.endswith("in-rename-window") for s in result.snipes), result.snipes
     verdict = result.verdict
     # delta-rs was told "committed as version N", then Spark's rename replaced version N
     assert verdict.overwritten, verdict

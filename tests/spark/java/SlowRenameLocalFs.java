@@ -1,5 +1,6 @@
 package io.oteldelta.testing;
 
+import java.io.File;
 import java.io.IOException;
 import java.net.URI;
 import java.net.URISyntaxException;
@@ -31,16 +32,28 @@ public class SlowRenameLocalFs extends ChecksumFs {
             pauseMillis = conf.getLong("otel.test.renamePauseMillis", 0);
         }
 
-        /** Called by AbstractFileSystem after it checked that the destination is absent. */
+        /**
+         * Called by AbstractFileSystem after it checked that the destination is absent. While
+         * paused, a hidden marker ".<name>.rename-window" shows the test that the window is open.
+         */
         @Override
         public void renameInternal(Path src, Path dst) throws IOException {
+            if (pauseMillis <= 0 || dst.getName().endsWith(".crc")) {
+                super.renameInternal(src, dst);
+                return;
+            }
+            File directory = new File(dst.toUri()).getParentFile();
+            File marker = new File(directory, "." + dst.getName() + ".rename-window");
+            marker.createNewFile();
             try {
                 Thread.sleep(pauseMillis);
+                super.renameInternal(src, dst);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 throw new IOException("interrupted", e);
+            } finally {
+                marker.delete();
             }
-            super.renameInternal(src, dst);
         }
 
         @Override
