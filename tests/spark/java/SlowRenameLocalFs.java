@@ -12,48 +12,24 @@ import org.apache.hadoop.fs.RawLocalFileSystem;
 
 /**
  * TEST ONLY (tests/spark/test_commit_race.py): Hadoop's local FileContext file system, except
- * that a rename pauses between its "destination exists?" check and the rename itself.
+ * that a rename pauses after its last "destination exists?" check, right before rename(2).
  *
- * <p>Delta's default store for file:// tables (HDFSLogStore) commits with exactly that
- * check-then-rename; the pause (otel.test.renamePauseMillis) widens its race window from
- * microseconds to a length a test can hit every time, without changing its logic.
+ * <p>Delta's default store for file:// tables (HDFSLogStore) commits with FileContext.rename
+ * without overwrite, which is exactly such a check followed by a replacing rename(2). The pause
+ * (Hadoop conf otel.test.renamePauseMillis) widens that window from microseconds to a length a
+ * test can hit every time, without changing any of its logic. While paused, a hidden marker
+ * ".&lt;name&gt;.rename-window" next to the destination tells the test the window is open.
  */
 public class SlowRenameLocalFs extends ChecksumFs {
 
     public SlowRenameLocalFs(URI uri, Configuration conf) throws IOException, URISyntaxException {
-        super(new SlowRawLocalFs(uri, conf));
+        super(new Raw(uri, conf));
     }
 
-    static final class SlowRawLocalFs extends DelegateToFileSystem {
-        private final long pauseMillis;
-
-        SlowRawLocalFs(URI uri, Configuration conf) throws IOException, URISyntaxException {
-            super(uri, new RawLocalFileSystem(), conf, "file", false);
-            pauseMillis = conf.getLong("otel.test.renamePauseMillis", 0);
-        }
-
-        /**
-         * Called by AbstractFileSystem after it checked that the destination is absent. While
-         * paused, a hidden marker ".<name>.rename-window" shows the test that the window is open.
-         */
-        @Override
-        public void renameInternal(Path src, Path dst) throws IOException {
-            if (pauseMillis <= 0 || dst.getName().endsWith(".crc")) {
-                super.renameInternal(src, dst);
-                return;
-            }
-            File directory = new File(dst.toUri()).getParentFile();
-            File marker = new File(directory, "." + dst.getName() + ".rename-window");
-            marker.createNewFile();
-            try {
-                Thread.sleep(pauseMillis);
-                super.renameInternal(src, dst);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new IOException("interrupted", e);
-            } finally {
-                marker.delete();
-            }
+    /** Like Hadoop's RawLocalFs (whose constructor is not public), over the pausing FileSystem. */
+    static final class Raw extends DelegateToFileSystem {
+        Raw(URI uri, Configuration conf) throws IOException, URISyntaxException {
+            super(uri, new PausingRawLocalFileSystem(conf), conf, "file", false);
         }
 
         @Override
@@ -64,6 +40,37 @@ public class SlowRenameLocalFs extends ChecksumFs {
         @Override
         public boolean isValidName(String src) {
             return true;
+        }
+    }
+
+    /**
+     * FileSystem.rename(src, dst, NONE) checks that dst is absent, then calls this; the pause
+     * sits between that check and the rename(2) that replaces whatever appeared meanwhile.
+     */
+    static final class PausingRawLocalFileSystem extends RawLocalFileSystem {
+        private final long pauseMillis;
+
+        PausingRawLocalFileSystem(Configuration conf) {
+            pauseMillis = conf.getLong("otel.test.renamePauseMillis", 0);
+        }
+
+        @Override
+        public boolean rename(Path src, Path dst) throws IOException {
+            if (pauseMillis <= 0 || dst.getName().endsWith(".crc")) {
+                return super.rename(src, dst);
+            }
+            File directory = pathToFile(dst).getParentFile();
+            File marker = new File(directory, "." + dst.getName() + ".rename-window");
+            marker.createNewFile();
+            try {
+                Thread.sleep(pauseMillis);
+                return super.rename(src, dst);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted", e);
+            } finally {
+                marker.delete();
+            }
         }
     }
 }
