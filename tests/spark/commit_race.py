@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -317,7 +317,7 @@ def run_race(
 
     spark_acked = {sid: tag for sid, tag in result["acked"]}
     verdict, versions = check(table, delta_rs_acked, spark_acked, spark_ids)
-    return RaceResult(
+    race = RaceResult(
         store=ready["store"],
         delta_rs_acked=delta_rs_acked,
         spark_acked=spark_acked,
@@ -329,6 +329,8 @@ def run_race(
         versions=versions,
         verdict=verdict,
     )
+    (root / "race-result.json").write_text(json.dumps(asdict(race), indent=1, sort_keys=True))
+    return race
 
 
 def check(
