@@ -63,7 +63,7 @@ class DeltaLakeConnector:
         if self._spark is None:
             from otel_delta.spark.session import spark_session
 
-            self._spark = spark_session()
+            self._spark = spark_session(self.config.spark)
             spark_engine.size_for_local(self._spark)
         spark_engine.use_codec(self._spark, self.config.deltalake.table.compression)
         return self._spark
