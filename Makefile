@@ -10,6 +10,8 @@ export PATH := $(PATH):$(HOME)/.cargo/bin
 NATIVE := $(VENV)/.native-installed
 NATIVE_SRC := $(wildcard native/src/*.rs) $(addprefix native/,Cargo.toml Cargo.lock build.rs descriptors.py pyproject.toml)
 JARS := jars/delta-spark_2.13-$(DELTA_VERSION).jar jars/delta-storage-$(DELTA_VERSION).jar
+LOGSTORE_JAR := jars/otel-delta-logstore-0.1.0.jar
+JARS += $(LOGSTORE_JAR)
 
 .PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native
 
@@ -31,6 +33,12 @@ $(PROTO_STAMP): $(PROTOS) $(STAMP)
 
 # Delta's jars for Spark, fetched once from Maven Central; Spark then starts offline.
 jars: $(JARS)
+
+# Our put-if-absent Delta LogStore for Spark (spark/logstore; see README "Commit safety").
+$(LOGSTORE_JAR): spark/logstore/pom.xml $(shell find spark/logstore/src -name '*.java')
+	mvn -q -f spark/logstore/pom.xml package
+	mkdir -p jars
+	cp spark/logstore/target/$(notdir $@) $@
 
 jars/%.jar:
 	mkdir -p jars
@@ -75,4 +83,4 @@ bench-backfill: setup
 	$(VENV)/bin/python -m bench.backfill
 
 clean:
-	rm -rf $(VENV) jars *.egg-info .pytest_cache .ruff_cache $(GENERATED) native/target
+	rm -rf $(VENV) jars spark/logstore/target *.egg-info .pytest_cache .ruff_cache $(GENERATED) native/target

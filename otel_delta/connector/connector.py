@@ -12,7 +12,7 @@ from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 from otel_delta.bridge import writer_options
 from otel_delta.config import Settings, load_settings
 from otel_delta.connector.engine import Engine, check_engine
-from otel_delta.errors import TableNotFoundError
+from otel_delta.errors import OtelDeltaError, TableNotFoundError
 from otel_delta.tables import TABLES
 from otel_delta.writer.delta_rs import DeltaRsWriter, table_uri
 
@@ -58,10 +58,14 @@ class DeltaLakeConnector:
 
     def spark(self) -> Any:
         """The SparkSession used by engine="spark" (started lazily, offline, with Delta jars)."""
+        from otel_delta.connector import spark_engine
+
         if self._spark is None:
             from otel_delta.spark.session import spark_session
 
-            self._spark = spark_session()
+            self._spark = spark_session(self.config.spark)
+            spark_engine.size_for_local(self._spark)
+        spark_engine.use_codec(self._spark, self.config.deltalake.table.compression)
         return self._spark
 
     def table(self, name: str) -> Table:
@@ -98,7 +102,7 @@ class DeltaLakeConnector:
         self.table(name)  # raises when missing
         uri = self.uri(name)
         if "://" in uri and not uri.startswith("file://"):
-            raise NotImplementedError("delete_table on object stores is not supported")
+            raise OtelDeltaError(f"delete_table supports local lakehouses only, not {uri}")
         shutil.rmtree(uri.removeprefix("file://"))
         self.writer.forget(name)
 

@@ -102,12 +102,13 @@ def optimize_counts(metrics: dict[str, Any]) -> tuple[int, int, int]:
 
 def relative_path(table_uri: str, path: str) -> str:
     """A data file path relative to the table root, whatever form the engine reported."""
-    root = _local(table_uri).rstrip("/") + "/"
-    local = _local(path)
+    root = local_path(table_uri).rstrip("/") + "/"
+    local = local_path(path)
     return local[len(root) :] if local.startswith(root) else local
 
 
-def _local(uri: str) -> str:
+def local_path(uri: str) -> str:
+    """A local filesystem path for a `file:` URI (other URIs unchanged)."""
     if uri.startswith("file:"):
         parsed = urlparse(uri)
         return unquote(parsed.path)

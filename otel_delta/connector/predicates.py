@@ -343,6 +343,8 @@ class _Parser:
                 raise bad
             value = raw
         elif pa.types.is_integer(type_):
+            if isinstance(raw, float) and raw.is_integer() and abs(raw) < 2**63:
+                raw = int(raw)  # 1e6 on a BIGINT column
             if isinstance(raw, bool) or not isinstance(raw, int):
                 raise bad
             info = _int_range(type_)
@@ -476,7 +478,12 @@ def quote_identifier(name: str, dialect: Dialect) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def sql_literal(value: Any, dialect: Dialect) -> str:
+ARROW_UNITS = {"s": "Second", "ms": "Millisecond", "us": "Microsecond", "ns": "Nanosecond"}
+
+
+def sql_literal(value: Any, dialect: Dialect, type_: pa.DataType | None = None) -> str:
+    """`value` as a SQL literal; timestamps for DataFusion carry the column's exact type
+    (delta-rs cannot compare a µs column with a plain ns TIMESTAMP literal)."""
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):
@@ -484,8 +491,13 @@ def sql_literal(value: Any, dialect: Dialect) -> str:
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, datetime):
-        text = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-        return f"TIMESTAMP '{text}+00:00'"
+        text = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f") + "+00:00"
+        if dialect == "datafusion":
+            type_ = type_ if type_ is not None else pa.timestamp("us", tz="UTC")
+            unit = ARROW_UNITS[type_.unit]
+            zone = f'Some("{type_.tz}")' if type_.tz else "None"
+            return f"arrow_cast('{text}', 'Timestamp({unit}, {zone})')"
+        return f"TIMESTAMP '{text}'"
     if isinstance(value, date):
         return f"DATE '{value.isoformat()}'"
     if isinstance(value, str):
@@ -515,15 +527,15 @@ def _sql(node: Node, dialect: Dialect, alias: str | None) -> str:
     column = _column_sql(node.column, dialect, alias)
     negation = "NOT " if getattr(node, "negated", False) else ""
     if isinstance(node, Compare):
-        return f"({column} {node.op} {sql_literal(node.value.value, dialect)})"
+        return f"({column} {node.op} {sql_literal(node.value.value, dialect, node.value.type)})"
     if isinstance(node, In):
-        values = ", ".join(sql_literal(v.value, dialect) for v in node.values)
+        values = ", ".join(sql_literal(v.value, dialect, v.type) for v in node.values)
         return f"({column} {negation}IN ({values}))"
     if isinstance(node, IsNull):
         return f"({column} IS {negation}NULL)"
     if isinstance(node, Between):
-        low = sql_literal(node.low.value, dialect)
-        high = sql_literal(node.high.value, dialect)
+        low = sql_literal(node.low.value, dialect, node.low.type)
+        high = sql_literal(node.high.value, dialect, node.high.type)
         return f"({column} {negation}BETWEEN {low} AND {high})"
     return f"({column} {negation}LIKE {quote_string(node.pattern, dialect)})"
 

@@ -40,11 +40,19 @@ class Query:
         self._version: int | None = None
         self._as_of: datetime | None = None
         self._order_by: list[str] = []
+        self._schema: pa.Schema | None = None
+
+    @property
+    def _table_schema(self) -> pa.Schema:
+        """The table's schema, read once per query (each read opens the Delta log)."""
+        if self._schema is None:
+            self._schema = self._table.schema
+        return self._schema
 
     def filter(self, where: str | Predicate) -> Query:
         """Add a SQL-like condition (ANDed with earlier ones); validated now."""
         if not isinstance(where, Predicate):
-            where = parse_predicate(where, self._table.schema)
+            where = parse_predicate(where, self._table_schema)
         self._filters.append(where)
         return self
 
@@ -85,7 +93,7 @@ class Query:
         return conjunction(self._filters)
 
     def _check_columns(self, names: list[str], what: str) -> None:
-        schema_names = self._table.schema.names
+        schema_names = self._table_schema.names
         if not names:
             raise InvalidQueryError(f"{what} needs at least one column")
         for name in names:
@@ -132,17 +140,21 @@ class Query:
         subset = ds.FileSystemDataset(
             fragments, dataset.schema, dataset.format, filesystem=dataset.filesystem
         )
-        columns = self._result_columns()
-        predicate = self.predicate
-        extra = [*self._order_by, *(sorted(predicate.columns) if predicate else [])]
-        columns += [c for c in dict.fromkeys(extra) if c not in columns]
+        columns = [c for c in self._scan_columns() if c in dataset.schema.names]
         # The row filter runs on the batches, after the scan has cast every file to the
         # table schema: pushed into the scan it fails on files delta-rs wrote with
         # string_view columns (no kernel for string == string_view). Files are pruned above.
         return subset.scanner(columns=columns, batch_size=batch_size)
 
+    def _scan_columns(self) -> list[str]:
+        """Result columns plus those the row filter and the sort need."""
+        columns = self._result_columns()
+        predicate = self.predicate
+        extra = [*self._order_by, *(sorted(predicate.columns) if predicate else [])]
+        return columns + [c for c in dict.fromkeys(extra) if c not in columns]
+
     def _result_columns(self) -> list[str]:
-        return list(self._columns or self._table.schema.names)
+        return list(self._columns or self._table_schema.names)
 
     def _filtered_batches(
         self, delta: DeltaTable, paths: list[str], batch_size: int
@@ -150,7 +162,14 @@ class Query:
         """Matching rows as batches (all scanned columns), in file order."""
         predicate = self.predicate
         expression = predicate.to_arrow() if predicate else None
+        schema = self._table_schema
         for batch in self._scanner(delta, paths, batch_size).to_batches():
+            for name in self._scan_columns():
+                if name not in batch.schema.names:  # added after the version read: NULL
+                    field = schema.field(name)
+                    batch = batch.add_column(
+                        batch.num_columns, field, pa.nulls(batch.num_rows, field.type)
+                    )
             if expression is not None:
                 batch = batch.filter(expression)
             if batch.num_rows:
@@ -171,7 +190,7 @@ class Query:
         """Read: the rows plus the scan statistics."""
         delta, paths, stats = self._plan()
         batches = self._filtered_batches(delta, paths, DEFAULT_BATCH_SIZE)
-        scanned_schema = self._scanner(delta, [], 1).projected_schema
+        scanned_schema = pa.schema([self._table_schema.field(c) for c in self._scan_columns()])
         if self._order_by:
             table = pa.Table.from_batches(list(batches), schema=scanned_schema)
             table = table.sort_by([(c, "ascending") for c in self._order_by])
@@ -195,7 +214,7 @@ class Query:
 
     def schema(self) -> pa.Schema:
         """The schema the result will have (for streaming headers)."""
-        schema = self._table.schema
+        schema = self._table_schema
         return pa.schema([schema.field(c) for c in self._result_columns()])
 
     def to_arrow(self) -> pa.Table:

@@ -14,6 +14,20 @@ from otel_delta.connector.predicates import quote_identifier
 
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+
+
+def size_for_local(spark: Any) -> None:
+    """Delta rebuilds each snapshot with 50 partitions by default: right for a cluster, but on
+    the connector's own local session it makes every operation several times slower."""
+    partitions = max(2, spark.sparkContext.defaultParallelism * 2)
+    spark.conf.set("spark.databricks.delta.snapshotPartitions", str(partitions))
+
+
+def use_codec(spark: Any, compression: str) -> None:
+    """Write Parquet with the codec the bridge uses (deltalake.table.compression)."""
+    codec = {"UNCOMPRESSED": "none"}.get(compression, compression.lower())
+    spark.conf.set("spark.sql.parquet.compression.codec", codec)
 
 
 def _delta_table(spark: Any, uri: str) -> Any:
@@ -28,9 +42,18 @@ def _path_sql(uri: str) -> str:
 
 def concurrent_errors() -> tuple[type[BaseException], ...]:
     """delta-spark's conflict exceptions, for the caller's bounded retry."""
-    from delta.exceptions import ConcurrentModificationException
+    from delta import exceptions as conflicts
 
-    return (ConcurrentModificationException,)
+    return (
+        conflicts.DeltaConcurrentModificationException,
+        conflicts.ConcurrentWriteException,
+        conflicts.MetadataChangedException,
+        conflicts.ProtocolChangedException,
+        conflicts.ConcurrentAppendException,
+        conflicts.ConcurrentDeleteReadException,
+        conflicts.ConcurrentDeleteDeleteException,
+        conflicts.ConcurrentTransactionException,
+    )
 
 
 def upsert(spark: Any, uri: str, source: pa.Table, condition: str) -> tuple[int, int]:
@@ -69,7 +92,11 @@ def optimize(
 def vacuum(spark: Any, uri: str, retention_hours: int, dry_run: bool) -> list[str]:
     """Files vacuum removes (or would): Spark lists them only in a dry run, so list first."""
     previous = spark.conf.get(RETENTION_CHECK, "true")
+    previous_listing = spark.conf.get(LISTING_PARALLELISM, "10000")
     spark.conf.set(RETENTION_CHECK, "false")  # the caller chose the retention explicitly
+    # VACUUM spreads its file listing over this many tasks (default 10000): far too many
+    # for one table directory on a small cluster
+    spark.conf.set(LISTING_PARALLELISM, str(max(8, spark.sparkContext.defaultParallelism * 4)))
     try:
         rows = spark.sql(
             f"VACUUM {_path_sql(uri)} RETAIN {int(retention_hours)} HOURS DRY RUN"
@@ -80,3 +107,4 @@ def vacuum(spark: Any, uri: str, retention_hours: int, dry_run: bool) -> list[st
         return files
     finally:
         spark.conf.set(RETENTION_CHECK, previous)
+        spark.conf.set(LISTING_PARALLELISM, previous_listing)

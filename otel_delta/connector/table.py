@@ -7,6 +7,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -498,6 +499,25 @@ class Table:
             files_added=int(metrics.get("numRestoredFile", 0)),
             files_removed=int(metrics.get("numRemovedFile", 0)),
         )
+
+    def checkpoint(self) -> int:
+        """Write a checkpoint of the current version (readers then skip replaying the JSON log);
+        returns that version."""
+        delta = self.delta()
+        delta.create_checkpoint()
+        return delta.version()
+
+    def cleanup_log(self) -> int:
+        """Delete log entries older than delta.logRetentionDuration (30 days by default) that
+        a checkpoint has made redundant; returns how many log files were removed. Time travel
+        to those versions is no longer possible afterwards."""
+        before = self._log_files()
+        self.delta().cleanup_metadata()
+        return before - self._log_files()
+
+    def _log_files(self) -> int:
+        log_dir = Path(maintenance.local_path(self.uri)) / "_delta_log"
+        return sum(1 for p in log_dir.glob("*.json")) if log_dir.is_dir() else 0
 
     # --- shared with the bridge's writer -------------------------------------------------------
 

@@ -14,7 +14,14 @@ from otel_delta.config import SparkSettings
 from otel_delta.errors import OtelDeltaError
 
 DELTA_VERSION = "4.0.1"  # pairs with pyspark 4.0.x only
-DELTA_JARS = (f"delta-spark_2.13-{DELTA_VERSION}.jar", f"delta-storage-{DELTA_VERSION}.jar")
+# our put-if-absent commit store for file:// tables (spark/logstore/pom.xml; README: commit safety)
+LOGSTORE_JAR = "otel-delta-logstore-0.1.0.jar"
+LOGSTORE_CLASS = "io.oteldelta.storage.LocalPutIfAbsentLogStore"
+DELTA_JARS = (
+    f"delta-spark_2.13-{DELTA_VERSION}.jar",
+    f"delta-storage-{DELTA_VERSION}.jar",
+    LOGSTORE_JAR,
+)
 DEFAULT_JAR_DIR = Path(__file__).resolve().parents[2] / "jars"
 
 
@@ -28,15 +35,21 @@ def delta_jars(jar_dir: Path | None = None) -> list[Path]:
     missing = [p.name for p in paths if not p.is_file()]
     if missing:
         raise SparkSetupError(
-            f"Delta jar(s) {', '.join(missing)} not found in {directory}: run `make jars`"
+            f"Spark jar(s) {', '.join(missing)} not found in {directory}: run `make jars`"
         )
     return paths
 
 
-def spark_session(settings: SparkSettings | None = None, *, master: str | None = None):
+def spark_session(
+    settings: SparkSettings | None = None,
+    *,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+):
     """A session reading and writing Delta, quiet, UI off by default, bound to 127.0.0.1.
 
-    `settings` is the `[spark]` config section; `master` overrides its `master`.
+    `settings` is the `[spark]` config section; `master` overrides its `master`; `conf` is
+    applied last, after `settings.conf` (tests use it to swap the log store or add a jar).
     """
     from pyspark.sql import SparkSession
 
@@ -64,8 +77,11 @@ def spark_session(settings: SparkSettings | None = None, *, master: str | None =
         .config("spark.databricks.delta.properties.defaults.enableRowTracking", "false")
         # Parquet TIMESTAMP as INT64 µs (not legacy INT96) so delta-rs reads Spark's files alike
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        # commits to local tables are put-if-absent, like delta-rs's, so neither engine can
+        # replace the other's commit (the default store's check-then-rename can)
+        .config("spark.delta.logStore.file.impl", LOGSTORE_CLASS)
     )
-    for key, value in settings.conf.items():
+    for key, value in {**settings.conf, **(conf or {})}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -21,6 +21,8 @@ from otel_delta.tables import TABLES
 from otel_delta.writer.delta_rs import DeltaRsWriter
 from tests.helpers import make_settings
 
+pytestmark = pytest.mark.e2e  # tables written by a real bridge (gRPC server)
+
 
 def test_top_level_import_and_config_from_toml(tmp_path: Path) -> None:
     from otel_delta import DeltaConfig as TopConfig

@@ -23,6 +23,8 @@ from otel_delta.tables import TABLES
 from otel_delta.tables.schemas import SCHEMA_VERSION
 from tests.connector import data
 
+pytestmark = pytest.mark.e2e  # tables written by a real bridge (gRPC server)
+
 KEY = ["service_name", "date", "trace_id", "span_id"]
 
 
@@ -190,3 +192,20 @@ def test_small_file_threshold_comes_from_config(lake_path) -> None:
     config = DeltaConfig.for_path(lake_path, storage={"min_file_size": 1})
     stats = DeltaLakeConnector(config).table("spans").statistics()
     assert stats.small_files == 0 and stats.small_file_threshold == 1
+
+
+def test_checkpoint_and_log_cleanup(spans, lake_path) -> None:
+    log_dir = lake_path / "spans" / "_delta_log"
+    version = spans.checkpoint()
+    assert version == spans.version()
+    assert (log_dir / f"{version:020d}.checkpoint.parquet").is_file()
+    assert spans.cleanup_log() == 0  # every entry is younger than the 30-day log retention
+    assert spans.query().version(0).count() == 0  # time travel still reaches version 0
+
+    spans.delta().alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})
+    latest = spans.checkpoint()
+    removed = spans.cleanup_log()
+    assert removed > 0
+    assert not (log_dir / f"{0:020d}.json").exists()
+    assert spans.query().count() == data.TOTAL_SPANS + 4
+    assert spans.version() == latest

@@ -74,6 +74,7 @@ def test_literals_are_coerced_to_the_column_type() -> None:
     moment = parse("start_time >= '2024-11-19T09:00:00+01:00'").value.value
     assert moment == datetime(2024, 11, 19, 8, tzinfo=UTC)
     assert parse("duration_ns > 5").value.value == 5
+    assert parse("duration_ns > 1e6").value.value == 1_000_000
 
 
 @pytest.mark.parametrize(
@@ -191,6 +192,7 @@ AGREEMENT = [
 ]
 
 
+@pytest.mark.e2e  # on the bridge-written lakehouse
 @pytest.mark.parametrize("text", AGREEMENT)
 def test_arrow_and_sql_renderings_select_the_same_rows(text: str, bridge_lake) -> None:
     delta = DeltaTable(str(bridge_lake / "spans"))

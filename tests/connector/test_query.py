@@ -13,6 +13,8 @@ from otel_delta.errors import InvalidPredicateError, InvalidQueryError, VersionN
 from tests.connector import data
 from tests.helpers import read_table
 
+pytestmark = pytest.mark.e2e  # tables written by a real bridge (gRPC server)
+
 PARTITIONS = len(data.SERVICES) * len(data.DAYS)
 BRIDGE_FILES = PARTITIONS * data.COMMITS_PER_PARTITION
 
@@ -146,3 +148,25 @@ def test_bad_query_arguments(spans) -> None:
         spans.query().as_of("not a time")
     with pytest.raises(InvalidPredicateError):
         spans.query().filter("servce_name = 'cart'")
+
+
+def test_millisecond_timestamp_statistics_never_hide_rows(spans) -> None:
+    # Delta keeps timestamp min/max in milliseconds: the latest span of a file starts
+    # 2 µs after a whole second, above its truncated max statistic.
+    latest = (
+        spans.query()
+        .filter("service_name = 'cart' AND date = '2024-11-19'")
+        .select(["start_time"])
+        .to_arrow()
+    )
+    newest = max(latest["start_time"].to_pylist())
+    assert newest.microsecond == 2
+    where = (
+        "service_name = 'cart' AND date = '2024-11-19' "
+        f"AND start_time >= TIMESTAMP '{newest.isoformat()}'"
+    )
+    plan = spans.query().filter(where).explain()
+    assert plan.files_after_partition_pruning == data.COMMITS_PER_PARTITION
+    assert plan.files_scanned == 1  # the last commit's file; the others pruned by statistics
+    assert spans.query().filter(where).count() == 1
+    assert spans.delete(where).deleted == 1  # delta-rs agrees on the same predicate
