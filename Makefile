@@ -5,18 +5,22 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 DELTA_VERSION := 4.0.1
+# rustup installs cargo in ~/.cargo/bin, which a non-login shell may not have on PATH
+export PATH := $(PATH):$(HOME)/.cargo/bin
+NATIVE := $(VENV)/.native-installed
+NATIVE_SRC := $(wildcard native/src/*.rs) $(addprefix native/,Cargo.toml Cargo.lock build.rs descriptors.py pyproject.toml)
 JARS := jars/delta-spark_2.13-$(DELTA_VERSION).jar jars/delta-storage-$(DELTA_VERSION).jar
 LOGSTORE_JAR := jars/otel-delta-logstore-0.1.0.jar
 JARS += $(LOGSTORE_JAR)
 
-.PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto
+.PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native
 
 # gRPC code of our own protos/ (ConnectorService), generated, never committed
 PROTOS := $(wildcard protos/*/*/*.proto)
 GENERATED := otel_delta/_generated
 PROTO_STAMP := $(GENERATED)/.generated
 
-setup: $(STAMP) $(JARS) $(PROTO_STAMP)
+setup: $(STAMP) $(NATIVE) $(JARS) $(PROTO_STAMP)
 
 proto: $(PROTO_STAMP)
 
@@ -46,6 +50,15 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The native (Rust) converter, built with the machine's cargo into the venv; its OTLP types are
+# generated from the descriptors of the venv's opentelemetry-proto package.
+native: $(NATIVE)
+
+$(NATIVE): $(STAMP) $(NATIVE_SRC)
+	cd native && VIRTUAL_ENV=$(abspath $(VENV)) OTEL_DELTA_PYTHON=$(abspath $(VENV))/bin/python \
+		$(abspath $(VENV))/bin/maturin develop --release --locked --quiet
+	touch $@
+
 run: setup
 	$(VENV)/bin/otel-delta serve --config deltalake.toml
 
@@ -70,4 +83,4 @@ bench-backfill: setup
 	$(VENV)/bin/python -m bench.backfill
 
 clean:
-	rm -rf $(VENV) jars spark/logstore/target *.egg-info .pytest_cache .ruff_cache $(GENERATED)
+	rm -rf $(VENV) jars spark/logstore/target *.egg-info .pytest_cache .ruff_cache $(GENERATED) native/target

@@ -55,6 +55,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from otel_delta.convert import spans_to_arrow
+from otel_delta.convert.native import native_converter
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_FILE = Path(__file__).resolve().parent / "results" / "ingest-latest.json"
@@ -218,6 +219,7 @@ class Baseline:
     encode_seconds: float
     concat_seconds: float
     parquet_bytes: int
+    native_convert_seconds: float | None = None  # bytes → table, parse included; None: not built
 
     def rate(self, seconds: float) -> float:
         return self.spans / seconds if seconds > 0 else 0.0
@@ -271,6 +273,11 @@ def run_baseline(payloads: Sequence[Payload]) -> Baseline:
     encoded = time.perf_counter()
     _encode(pa.concat_tables(tables))
     concatenated = time.perf_counter()
+    native_seconds = None
+    if (native := native_converter("traces")) is not None:
+        for p in payloads:
+            native(p.data)
+        native_seconds = time.perf_counter() - concatenated
     return Baseline(
         spans=sum(t.num_rows for t in tables),
         request_bytes=sum(len(p.data) for p in payloads),
@@ -279,6 +286,7 @@ def run_baseline(payloads: Sequence[Payload]) -> Baseline:
         encode_seconds=encoded - converted,
         concat_seconds=concatenated - encoded,
         parquet_bytes=parquet_bytes,
+        native_convert_seconds=native_seconds,
     )
 
 
@@ -311,11 +319,14 @@ class ServerStats:
 class BridgeProcess:
     """`otel-delta serve` in a child process, with its stderr drained and its RSS sampled."""
 
-    def __init__(self, workdir: Path, flush_interval: float, convert_workers: int) -> None:
+    def __init__(
+        self, workdir: Path, flush_interval: float, convert_workers: int, native: str
+    ) -> None:
         self.lake = workdir / "lake"
         self.config = workdir / "deltalake.toml"
         self.config.write_text(
             f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nconvert_workers = {convert_workers}\n'
+            f'native_convert = "{native}"\n'
             f"[buffer]\nflush_interval_seconds = {flush_interval}\nmax_rows = 100000\n"
             f'[deltalake]\ntable_path = "{self.lake}"\n'
         )
@@ -584,9 +595,10 @@ def run_bridge(
     max_seconds: float,
     flush_interval: float,
     convert_workers: int,
+    native: str,
 ) -> BridgeRun:
     with _workdir() as workdir:
-        server = BridgeProcess(workdir, flush_interval, convert_workers)
+        server = BridgeProcess(workdir, flush_interval, convert_workers, native)
         try:
             port = server.wait_for_port()
             cpu_before = server.cpu_seconds()
@@ -636,61 +648,101 @@ def problems(run: BridgeRun) -> list[str]:
     return found
 
 
-def render(args: argparse.Namespace, base: Baseline, run: BridgeRun, build_seconds: float) -> str:
-    ingest, server = run.ingest, run.server
-    ratio = ingest.rate / base.limit_rate if base.limit_rate else 0.0
-    verdict = "meets target" if ratio >= TARGET_RATIO else "BELOW target"
-    cores = server.ingest_cpu_seconds / ingest.seconds if ingest.seconds else 0.0
-    rates = [
+def render(
+    args: argparse.Namespace, base: Baseline, runs: dict[str, BridgeRun], build_seconds: float
+) -> str:
+    """The baseline, then one block per bridge run (one per `--native` mode compared)."""
+    rates: list[tuple[str, float | None, float | None]] = [
         ("in-process, 1 thread, no gRPC/Delta:", None, None),
         ("  parse only", base.parse_rate, base.parse_seconds),
         ("  limit: parse + Parquet zstd", base.limit_rate, base.limit_seconds),
         ("  parse + convert + Parquet zstd", base.pipeline_rate, base.pipeline_seconds),
         ("  (convert alone)", base.rate(base.convert_seconds), base.convert_seconds),
+        *(
+            [("  (native convert alone, parse incl.)", base.rate(nat), nat)]
+            if (nat := base.native_convert_seconds)
+            else []
+        ),
         ("  (Parquet zstd alone, per request)", base.encode_rate, base.encode_seconds),
         ("  (Parquet zstd alone, concatenated)", base.concat_rate, base.concat_seconds),
-        (f"bridge process, {ingest.clients} gRPC clients:", None, None),
-        ("  committed (first send -> last OK)", ingest.rate, ingest.seconds),
     ]
-    facts = [
-        (
-            "Export latency p50 / p99 / max",
-            f"{ingest.p50_ms:,.0f} / {ingest.p99_ms:,.0f} / {ingest.max_ms:,.0f} ms",
-        ),
-        ("server peak RSS (incl. children)", f"{server.peak_rss_bytes / MIB:,.0f} MiB"),
-        (
-            "server CPU while ingesting",
-            f"{server.ingest_cpu_seconds:,.1f} s ({cores:.2f} of {os.cpu_count()} cores busy)",
-        ),
-        ("bench client CPU (all threads)", f"{ingest.client_cpu_seconds:,.1f} s"),
-        ("rows in spans table / spans acked", f"{run.rows_in_table:,} / {ingest.spans_acked:,}"),
-        ("committed / limit", f"{ratio:.1%}  (target {TARGET_RATIO:.0%}: {verdict})"),
-    ]
-    width = max(len(name) for name, *_ in rates + facts) + 2
+    blocks = []
+    for mode, run in runs.items():
+        ingest, server = run.ingest, run.server
+        ratio = ingest.rate / base.limit_rate if base.limit_rate else 0.0
+        verdict = "meets target" if ratio >= TARGET_RATIO else "BELOW target"
+        cores = server.ingest_cpu_seconds / ingest.seconds if ingest.seconds else 0.0
+        per_span = server.ingest_cpu_seconds / ingest.spans_acked * 1e6 if ingest.spans_acked else 0
+        rows = [
+            (f"bridge process, native convert {mode}, {ingest.clients} gRPC clients:", None, None),
+            ("  committed (first send -> last OK)", ingest.rate, ingest.seconds),
+        ]
+        facts = [
+            (
+                "  Export latency p50 / p99 / max",
+                f"{ingest.p50_ms:,.0f} / {ingest.p99_ms:,.0f} / {ingest.max_ms:,.0f} ms",
+            ),
+            ("  server peak RSS (incl. children)", f"{server.peak_rss_bytes / MIB:,.0f} MiB"),
+            (
+                "  server CPU while ingesting",
+                f"{server.ingest_cpu_seconds:,.1f} s ({cores:.2f} of {os.cpu_count()} cores busy,"
+                f" {per_span:.1f} us per span)",
+            ),
+            ("  bench client CPU (all threads)", f"{ingest.client_cpu_seconds:,.1f} s"),
+            (
+                "  rows in spans table / spans acked",
+                f"{run.rows_in_table:,} / {ingest.spans_acked:,}",
+            ),
+            ("  committed / limit", f"{ratio:.1%}  (target {TARGET_RATIO:.0%}: {verdict})"),
+        ]
+        blocks.append((rows, facts))
+    names = [name for name, *_ in rates] + [n for rows, facts in blocks for n, *_ in rows + facts]
+    width = max(len(name) for name in names) + 2
     lines = [
         f"otel-delta ingest benchmark: {base.spans:,} spans, {args.spans_per_request} per request, "
         f"{os.cpu_count()} CPUs, flush interval {args.flush_interval} s, "
-        f"{args.convert_workers} convert workers",
+        f"{args.convert_workers} convert workers, native convert {args.native}",
         f"(payloads built in {build_seconds:.1f} s, {base.request_bytes / MIB:,.1f} MiB of OTLP)",
         "",
         f"{'':<{width}}{'spans/s':>12}{'seconds':>10}",
     ]
-    for name, rate, seconds in rates:
-        numbers = "" if rate is None else f"{rate:>12,.0f}{seconds:>10.2f}"
-        lines.append(f"{name:<{width}}{numbers}".rstrip())
-    lines.append("")
-    lines += [f"{name:<{width}}{value}" for name, value in facts]
+
+    def add_rates(items) -> None:
+        for name, rate, seconds in items:
+            numbers = "" if rate is None else f"{rate:>12,.0f}{seconds:>10.2f}"
+            lines.append(f"{name:<{width}}{numbers}".rstrip())
+
+    add_rates(rates)
+    for rows, facts in blocks:
+        add_rates(rows)
+        lines += [f"{name:<{width}}{value}" for name, value in facts]
     return "\n".join(lines)
+
+
+def _bridge_json(run: BridgeRun, base: Baseline) -> dict[str, Any]:
+    return {
+        **asdict(run.ingest),
+        "committed_spans_per_s": run.ingest.rate,
+        "server_peak_rss_bytes": run.server.peak_rss_bytes,
+        "server_cpu_seconds": run.server.cpu_seconds,
+        "server_ingest_cpu_seconds": run.server.ingest_cpu_seconds,
+        "rss_samples": run.server.samples,
+        "server_exit_code": run.exit_code,
+        "rows_in_table": run.rows_in_table,
+        "ratio_committed_to_limit": run.ingest.rate / base.limit_rate if base.limit_rate else 0,
+    }
 
 
 def results_json(
     args: argparse.Namespace,
     base: Baseline,
-    run: BridgeRun,
+    runs: dict[str, BridgeRun],
     build_seconds: float,
     found: list[str],
     profile: str | None,
 ) -> dict[str, Any]:
+    """`bridge` is the last run (native on when comparing); `bridge_by_native` has them all."""
+    run = list(runs.values())[-1]
     return {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "git_commit": _git_commit(),
@@ -709,16 +761,8 @@ def results_json(
             "limit_spans_per_s": base.limit_rate,
             "pipeline_spans_per_s": base.pipeline_rate,
         },
-        "bridge": {
-            **asdict(run.ingest),
-            "committed_spans_per_s": run.ingest.rate,
-            "server_peak_rss_bytes": run.server.peak_rss_bytes,
-            "server_cpu_seconds": run.server.cpu_seconds,
-            "server_ingest_cpu_seconds": run.server.ingest_cpu_seconds,
-            "rss_samples": run.server.samples,
-            "server_exit_code": run.exit_code,
-            "rows_in_table": run.rows_in_table,
-        },
+        "bridge": _bridge_json(run, base),
+        "bridge_by_native": {mode: _bridge_json(r, base) for mode, r in runs.items()},
         "ratio_committed_to_limit": run.ingest.rate / base.limit_rate if base.limit_rate else 0,
         "target_ratio": TARGET_RATIO,
         "problems": found,
@@ -759,6 +803,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--convert-workers", type=int, default=2, help="bridge receiver.convert_workers"
     )
+    parser.add_argument(
+        "--native",
+        choices=["auto", "on", "off", "both"],
+        default="auto",
+        help="bridge receiver.native_convert (auto: if built); both: run off, then on",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--profile-convert",
@@ -779,16 +829,25 @@ def main(argv: list[str] | None = None) -> int:
     build_seconds = time.perf_counter() - started
     base = run_baseline(payloads)
     profile = profile_convert(payloads[: args.profile_convert]) if args.profile_convert else None
-    run = run_bridge(
-        payloads, args.clients, args.max_seconds, args.flush_interval, args.convert_workers
-    )
-    found = problems(run)
-    print(render(args, base, run, build_seconds))
+    modes = ["off", "on"] if args.native == "both" else [args.native]
+    runs = {
+        mode: run_bridge(
+            payloads,
+            args.clients,
+            args.max_seconds,
+            args.flush_interval,
+            args.convert_workers,
+            mode,
+        )
+        for mode in modes
+    }
+    found = [f"native {mode}: {p}" for mode, run in runs.items() for p in problems(run)]
+    print(render(args, base, runs, build_seconds))
     if profile:
         print(f"\nspans_to_arrow profile ({args.profile_convert} requests):\n{profile}")
     for problem in found:
         print(f"!!! {problem}", file=sys.stderr)
-    write_results(results_json(args, base, run, build_seconds, found, profile))
+    write_results(results_json(args, base, runs, build_seconds, found, profile))
     print(f"results: {RESULTS_FILE.relative_to(REPO_ROOT)}")
     return 1 if found else 0
 

@@ -37,6 +37,8 @@ class ReceiverSettings(Section):
     max_receive_message_bytes: int = Field(64 * MIB, gt=0)
     # processes that decode and convert requests; 0 = in the server process
     convert_workers: int = Field(0, ge=0, le=64)
+    # the native (Rust) converter: "auto" = use it where built, "on" = required, "off" = Python
+    native_convert: Literal["auto", "on", "off"] = "auto"
 
     @field_validator("grpc_endpoint")
     @classmethod

@@ -37,6 +37,7 @@ def test_environment_overrides_file(tmp_path: Path, monkeypatch) -> None:
         ("[buffer]\nmax_rows = -1\n", "buffer.max_rows"),
         ("[buffer]\nflush_interval_seconds = 'soon'\n", "buffer.flush_interval_seconds"),
         ("[receiver]\ngrpc_endpoint = 'nowhere'\n", "receiver.grpc_endpoint"),
+        ("[receiver]\nnative_convert = 'maybe'\n", "receiver.native_convert"),
         ("[deltalake]\npartition_by = ['colour']\n", "deltalake.partition_by"),
         ("[deltalake.table]\ncompresion = 'ZSTD'\n", "deltalake.table.compresion: unknown key"),
         ("[deltalake.schema]\nstrict_mode = 'maybe'\n", "deltalake.schema.strict_mode"),

@@ -4,24 +4,44 @@ Conversion is pure-Python CPU work under the GIL, so one process tops out at one
 `receiver.convert_workers = N` the bytes go to N worker processes, which return Arrow IPC;
 the server process keeps only gRPC, admission and the commits (delta-rs runs outside the GIL).
 This balances load per request, so it helps even when one collector sends on one connection.
+With `receiver.native_convert` the signals that have a native (Rust) converter skip the Python
+conversion; Python stays the reference and converts whatever the native side declines.
 """
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+import os
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from otel_delta.convert import Converted, Rejections
-from otel_delta.errors import InvalidRequestError
+from otel_delta.convert import native as native_convert
+from otel_delta.errors import ConfigError, InvalidRequestError
 from otel_delta.receiver.signals import SIGNALS_BY_NAME, Signal
 
 
-def decode(signal: Signal, raw: bytes) -> Converted:
+def use_native(mode: str) -> bool:
+    """`receiver.native_convert`: "auto" uses the native converter if built, "on" requires it."""
+    if mode == "off":
+        return False
+    if mode == "on" and not native_convert.available():
+        raise ConfigError(
+            "receiver.native_convert = on, but the native converter is not installed "
+            f"(run `make setup`): {native_convert.IMPORT_ERROR}"
+        )
+    return native_convert.available()
+
+
+def decode(signal: Signal, raw: bytes, native: bool = False) -> Converted:
     """Raw request bytes → Arrow tables; InvalidRequestError if the bytes are not the request."""
+    if native and (convert := native_convert.native_converter(signal.name)) is not None:
+        converted = convert(raw)
+        if converted is not None:  # None: declined, the Python converter answers
+            return converted
     try:
         request = signal.request.FromString(raw)
     except (DecodeError, RecursionError) as exc:
@@ -36,10 +56,12 @@ def _to_ipc(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _decode_in_worker(signal_name: str, raw: bytes) -> tuple[dict[str, bytes], Rejections] | str:
+def _decode_in_worker(
+    signal_name: str, raw: bytes, native: bool
+) -> tuple[dict[str, bytes], Rejections] | str:
     """Runs in a worker process; returns plain data (an error is returned as its message)."""
     try:
-        converted = decode(SIGNALS_BY_NAME[signal_name], raw)
+        converted = decode(SIGNALS_BY_NAME[signal_name], raw, native)
     except InvalidRequestError as exc:
         return str(exc)
     return {name: _to_ipc(t) for name, t in converted.tables.items()}, converted.rejected
@@ -52,8 +74,13 @@ def _warm_up() -> None:
 class Decoder:
     """Decodes in-process (`workers == 0`) or in a process pool."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, native: bool = False) -> None:
+        self.native = native
         self._pool: ProcessPoolExecutor | None = None
+        # in-process native conversion runs outside the GIL: one thread per core is enough
+        self._threads: ThreadPoolExecutor | None = None
+        if native and workers == 0:
+            self._threads = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="convert")
         if workers > 0:
             # spawn, never fork: the server process runs gRPC threads
             self._pool = ProcessPoolExecutor(
@@ -64,9 +91,14 @@ class Decoder:
 
     async def decode(self, signal: Signal, raw: bytes) -> Converted:
         if self._pool is None:
+            if self._threads is not None:  # keep the event loop free while converting
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(self._threads, decode, signal, raw, True)
             return decode(signal, raw)
         loop = asyncio.get_running_loop()
-        outcome = await loop.run_in_executor(self._pool, _decode_in_worker, signal.name, raw)
+        outcome = await loop.run_in_executor(
+            self._pool, _decode_in_worker, signal.name, raw, self.native
+        )
         if isinstance(outcome, str):
             raise InvalidRequestError(outcome)
         ipc, rejected = outcome
@@ -74,5 +106,7 @@ class Decoder:
         return Converted(tables, rejected)
 
     def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown(wait=True, cancel_futures=True)
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)

@@ -7,7 +7,7 @@ import grpc
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.config import ReceiverSettings
 from otel_delta.errors import ConfigError
-from otel_delta.receiver.decode import Decoder
+from otel_delta.receiver.decode import Decoder, use_native
 from otel_delta.receiver.service import generic_handlers
 from otel_delta.receiver.signals import SIGNALS
 
@@ -15,7 +15,7 @@ from otel_delta.receiver.signals import SIGNALS
 class OtlpReceiver:
     def __init__(self, settings: ReceiverSettings, buffer: GroupCommitBuffer) -> None:
         self.settings = settings
-        self.decoder = Decoder(settings.convert_workers)
+        self.decoder = Decoder(settings.convert_workers, use_native(settings.native_convert))
         self._server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_receive_message_bytes),

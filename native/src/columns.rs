@@ -1,0 +1,245 @@
+//! Column builders shared by the signal converters (otel_delta/convert/columns.py, ids.py,
+//! result.py). Arrow types always come from the schema Python hands over, never from here.
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::builder::{ArrayBuilder, StringBuilder};
+use arrow_array::{make_array, Array, ArrayRef, Int32Array, Int64Array, ListArray, MapArray, StructArray};
+use arrow_buffer::{OffsetBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Fields};
+
+use crate::anyvalue::{encode, Fallback};
+use crate::otlp::opentelemetry::proto::common::v1::KeyValue;
+
+pub const NANOS_PER_DAY: i64 = 86_400_000_000_000;
+
+/// Named columns of one Arrow struct (a table or a nested struct), assembled in schema order.
+#[derive(Default)]
+pub struct Columns(HashMap<&'static str, ArrayRef>);
+
+impl Columns {
+    pub fn put(&mut self, name: &'static str, array: ArrayRef) {
+        self.0.insert(name, array);
+    }
+
+    /// The struct of `fields`; a missing or mistyped column is a programming error.
+    pub fn into_struct(mut self, fields: &Fields) -> Result<StructArray, String> {
+        let arrays = fields
+            .iter()
+            .map(|f| {
+                let array = self
+                    .0
+                    .remove(f.name().as_str())
+                    .ok_or_else(|| format!("native converter has no column {}", f.name()))?;
+                Ok(retype(array, f.data_type()))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        if let Some(extra) = self.0.keys().next() {
+            return Err(format!("native converter column {extra} is not in the schema"));
+        }
+        StructArray::try_new(fields.clone(), arrays, None).map_err(|e| e.to_string())
+    }
+}
+
+/// Same physical layout, the schema's logical type (int64 → timestamp, int32 → date32).
+fn retype(array: ArrayRef, data_type: &DataType) -> ArrayRef {
+    if array.data_type() == data_type || array.data_type().is_nested() {
+        return array;
+    }
+    match array.to_data().into_builder().data_type(data_type.clone()).build() {
+        Ok(data) => make_array(data),
+        Err(_) => array, // left as is: StructArray::try_new reports the mismatch
+    }
+}
+
+pub fn struct_fields(data_type: &DataType) -> &Fields {
+    match data_type {
+        DataType::Struct(fields) => fields,
+        DataType::List(item) => struct_fields(item.data_type()),
+        other => panic!("expected a struct or list of struct, got {other}"),
+    }
+}
+
+pub fn field_type<'a>(fields: &'a Fields, name: &str) -> &'a DataType {
+    fields
+        .iter()
+        .find(|f| f.name() == name)
+        .unwrap_or_else(|| panic!("schema has no field {name}"))
+        .data_type()
+}
+
+pub fn int64(values: Vec<i64>) -> ArrayRef {
+    Arc::new(Int64Array::from(values))
+}
+
+pub fn int32(values: Vec<i32>) -> ArrayRef {
+    Arc::new(Int32Array::from(values))
+}
+
+pub fn strings(mut builder: StringBuilder) -> ArrayRef {
+    Arc::new(builder.finish())
+}
+
+/// A list column of `data_type` (List<T>) over `values`.
+pub fn list(data_type: &DataType, offsets: Vec<i32>, values: ArrayRef) -> ArrayRef {
+    let DataType::List(item) = data_type else { panic!("expected a list type, got {data_type}") };
+    let values = retype(values, item.data_type());
+    Arc::new(ListArray::new(item.clone(), OffsetBuffer::new(ScalarBuffer::from(offsets)), values, None))
+}
+
+/// `(floor(nanos / 1000) µs, floor(nanos / day))`: the TIMESTAMP and DATE of int64 nanos.
+pub fn timestamp_and_date(nanos: &[i64]) -> (ArrayRef, ArrayRef) {
+    let micros: Vec<i64> = nanos.iter().map(|n| n.div_euclid(1000)).collect();
+    let days: Vec<i32> = nanos.iter().map(|n| n.div_euclid(NANOS_PER_DAY) as i32).collect();
+    (int64(micros), int32(days))
+}
+
+pub fn hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    out.clear();
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 15) as usize] as char);
+    }
+}
+
+pub const TRACE_ID_BYTES: usize = 16;
+pub const SPAN_ID_BYTES: usize = 8;
+
+/// Why `value` is not a valid id (`ids.id_error`), or None.
+pub fn id_error(value: &[u8], size: usize, what: &str, required: bool) -> Option<String> {
+    if value.is_empty() {
+        return required.then(|| format!("{what} is empty"));
+    }
+    if value.len() != size {
+        return Some(format!("{what} must be {size} bytes, got {}", value.len()));
+    }
+    if required && value.iter().all(|b| *b == 0) {
+        return Some(format!("{what} is all zeroes"));
+    }
+    None
+}
+
+/// Invalid items dropped from one request (`result.Rejections`).
+pub struct Rejections {
+    pub count: u64,
+    pub messages: Vec<String>,
+    max: usize,
+}
+
+impl Rejections {
+    pub fn new(max: usize) -> Self {
+        Self { count: 0, messages: Vec::new(), max }
+    }
+
+    pub fn add(&mut self, message: String) {
+        self.count += 1;
+        if self.messages.len() < self.max && !self.messages.contains(&message) {
+            self.messages.push(message);
+        }
+    }
+}
+
+/// One MAP<STRING,STRING> column being built.
+#[derive(Default)]
+struct MapColumn {
+    offsets: Vec<i32>,
+    keys: StringBuilder,
+    values: StringBuilder,
+}
+
+impl MapColumn {
+    fn new() -> Self {
+        Self { offsets: vec![0], ..Default::default() }
+    }
+
+    fn end_row(&mut self) {
+        self.offsets.push(self.keys.len() as i32);
+    }
+
+    fn finish(mut self, data_type: &DataType) -> ArrayRef {
+        let DataType::Map(entries, sorted) = data_type else {
+            panic!("expected a map type, got {data_type}")
+        };
+        let fields = struct_fields(entries.data_type()).clone();
+        let columns: Vec<ArrayRef> = vec![Arc::new(self.keys.finish()), Arc::new(self.values.finish())];
+        let entries_array = StructArray::new(fields, columns, None);
+        Arc::new(MapArray::new(
+            entries.clone(),
+            OffsetBuffer::new(ScalarBuffer::from(self.offsets)),
+            entries_array,
+            None,
+            *sorted,
+        ))
+    }
+}
+
+/// An attribute list encoded once (for resources and scopes, repeated on every row).
+#[derive(Default, Clone)]
+pub struct EncodedAttributes {
+    pairs: Vec<(String, Option<String>)>,
+    types: Vec<(String, String)>,
+}
+
+impl EncodedAttributes {
+    pub fn new(kvs: &[KeyValue]) -> Result<Self, Fallback> {
+        let mut out = Self::default();
+        for kv in kvs {
+            let (text, type_) = encode(kv.value.as_ref())?;
+            out.pairs.push((kv.key.clone(), text.map(|t| t.into_owned())));
+            if let Some(type_) = type_ {
+                out.types.push((kv.key.clone(), type_.into_owned()));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The `attributes` and `attribute_types` map columns (`columns.AttributeColumns`).
+pub struct AttributeColumns {
+    values: MapColumn,
+    types: MapColumn,
+}
+
+impl Default for AttributeColumns {
+    fn default() -> Self {
+        Self { values: MapColumn::new(), types: MapColumn::new() }
+    }
+}
+
+impl AttributeColumns {
+    pub fn append(&mut self, kvs: &[KeyValue]) -> Result<(), Fallback> {
+        for kv in kvs {
+            let (text, type_) = encode(kv.value.as_ref())?;
+            self.values.keys.append_value(&kv.key);
+            self.values.values.append_option(text);
+            if let Some(type_) = type_ {
+                self.types.keys.append_value(&kv.key);
+                self.types.values.append_value(type_);
+            }
+        }
+        self.values.end_row();
+        self.types.end_row();
+        Ok(())
+    }
+
+    pub fn append_encoded(&mut self, encoded: &EncodedAttributes) {
+        for (key, text) in &encoded.pairs {
+            self.values.keys.append_value(key);
+            self.values.values.append_option(text.as_deref());
+        }
+        for (key, type_) in &encoded.types {
+            self.types.keys.append_value(key);
+            self.types.values.append_value(type_);
+        }
+        self.values.end_row();
+        self.types.end_row();
+    }
+
+    /// Puts `<prefix>attributes` and `<prefix>attribute_types` typed from `fields`.
+    pub fn finish(self, fields: &Fields, names: [&'static str; 2], columns: &mut Columns) {
+        let [values_name, types_name] = names;
+        columns.put(values_name, self.values.finish(field_type(fields, values_name)));
+        columns.put(types_name, self.types.finish(field_type(fields, types_name)));
+    }
+}

@@ -1,0 +1,128 @@
+//! Native OTLP → Arrow conversion for otel-delta: the same tables, rejections and messages as
+//! the Python reference converter (otel_delta/convert), without the per-value Python cost.
+use std::sync::{Arc, Mutex};
+
+use arrow_array::{Array, StructArray};
+use arrow_data::ffi::FFI_ArrowArray;
+use arrow_schema::ffi::FFI_ArrowSchema;
+use arrow_schema::{Schema, SchemaRef};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyCapsule};
+
+// Conversion allocates many small strings per span; mimalloc makes that markedly cheaper.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+mod anyvalue;
+mod columns;
+mod context;
+mod logs;
+mod pyrepr;
+mod spans;
+
+#[allow(clippy::all, dead_code)]
+mod otlp {
+    include!(concat!(env!("OUT_DIR"), "/otlp.rs"));
+}
+
+/// What a converter made of one request.
+pub enum Outcome {
+    /// The table (None when no item was valid) and the rejected items.
+    Converted(Option<StructArray>, columns::Rejections),
+    /// Not converted natively: the caller runs the Python converter on the same bytes.
+    Fallback,
+}
+
+/// One converted table, handed to pyarrow through the Arrow PyCapsule interface.
+#[pyclass(frozen)]
+struct ArrowBatch {
+    exported: Mutex<Option<(FFI_ArrowSchema, FFI_ArrowArray)>>,
+}
+
+#[pymethods]
+impl ArrowBatch {
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
+        let _ = requested_schema;
+        let taken = self.exported.lock().expect("batch lock").take();
+        let (schema, array) =
+            taken.ok_or_else(|| PyRuntimeError::new_err("batch already exported"))?;
+        let schema = PyCapsule::new_with_value(py, schema, c"arrow_schema")?;
+        let array = PyCapsule::new_with_value(py, array, c"arrow_array")?;
+        Ok((schema, array))
+    }
+}
+
+fn import_schema(schema: &Bound<'_, PyAny>) -> PyResult<SchemaRef> {
+    let capsule = schema.call_method0("__arrow_c_schema__")?;
+    let capsule = capsule.cast::<PyCapsule>()?;
+    let pointer = capsule.pointer_checked(Some(c"arrow_schema"))?;
+    // SAFETY: an "arrow_schema" capsule holds an FFI_ArrowSchema owned by the capsule; we only read it.
+    let ffi = unsafe { &*(pointer.as_ptr() as *const FFI_ArrowSchema) };
+    let schema = Schema::try_from(ffi).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(Arc::new(schema))
+}
+
+type Converted = Option<(Option<ArrowBatch>, u64, Vec<String>)>;
+
+type ConvertFn = fn(&[u8], &Schema, usize) -> Result<Outcome, String>;
+
+/// Converts one signal's Export request bytes into its table of `schema`.
+///
+/// `Converter(signal, schema, max_messages)`, signal "traces" (table `spans`) or "logs".
+/// `convert(raw)` returns None when the request must go to the Python converter (bytes that do
+/// not decode, or attribute values nested deeper than the native limit), else
+/// `(batch or None, rejected count, first distinct rejection messages)`.
+#[pyclass(frozen)]
+struct Converter {
+    convert: ConvertFn,
+    schema: SchemaRef,
+    max_messages: usize,
+}
+
+#[pymethods]
+impl Converter {
+    #[new]
+    fn new(signal: &str, schema: &Bound<'_, PyAny>, max_messages: usize) -> PyResult<Self> {
+        let convert: ConvertFn = match signal {
+            "traces" => spans::convert,
+            "logs" => logs::convert,
+            other => return Err(PyValueError::new_err(format!("no native converter for {other}"))),
+        };
+        Ok(Self { convert, schema: import_schema(schema)?, max_messages })
+    }
+
+    fn convert(&self, py: Python<'_>, raw: &Bound<'_, PyBytes>) -> PyResult<Converted> {
+        let bytes = raw.as_bytes();
+        let outcome = py
+            .detach(|| (self.convert)(bytes, &self.schema, self.max_messages))
+            .map_err(PyRuntimeError::new_err)?;
+        match outcome {
+            Outcome::Fallback => Ok(None),
+            Outcome::Converted(table, rejected) => {
+                let batch = match table {
+                    None => None,
+                    Some(table) => {
+                        let schema = FFI_ArrowSchema::try_from(table.data_type())
+                            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+                        let array = FFI_ArrowArray::new(&table.to_data());
+                        Some(ArrowBatch { exported: Mutex::new(Some((schema, array))) })
+                    }
+                };
+                Ok(Some((batch, rejected.count, rejected.messages)))
+            }
+        }
+    }
+}
+
+#[pymodule]
+fn otel_delta_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Converter>()?;
+    m.add_class::<ArrowBatch>()?;
+    Ok(())
+}

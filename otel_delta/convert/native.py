@@ -1,0 +1,61 @@
+"""The native (Rust, `native/`) converter: same tables, rejections and messages, faster.
+
+Python stays the reference implementation. The native side decides per request, before
+producing anything, whether it converts the request; when it does not (bytes that do not decode,
+attribute values nested deeper than its limit), `convert` returns None and the caller runs the
+Python converter on the same bytes, so the answer is always the reference one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from otel_delta.convert.result import MAX_REPORTED_ERRORS, Converted, Rejections
+from otel_delta.tables import TABLES
+
+try:
+    import otel_delta_native
+except ImportError as exc:  # not built: `make setup` builds it
+    otel_delta_native = None
+    IMPORT_ERROR: str | None = str(exc)
+else:
+    IMPORT_ERROR = None
+
+NativeConvert = Callable[[bytes], Converted | None]
+
+
+def available() -> bool:
+    return otel_delta_native is not None
+
+
+def _converter(signal: str, table: str) -> NativeConvert:
+    schema = TABLES[table].schema
+    converter = otel_delta_native.Converter(signal, schema, MAX_REPORTED_ERRORS)
+
+    def convert(raw: bytes) -> Converted | None:
+        outcome = converter.convert(raw)
+        if outcome is None:
+            return None
+        batch, count, messages = outcome
+        tables = {}
+        if batch is not None:
+            # schema= makes pyarrow check the batch has exactly the table's schema
+            tables[table] = pa.Table.from_batches([pa.record_batch(batch)], schema=schema)
+        return Converted(tables, Rejections(count, messages))
+
+    return convert
+
+
+_TABLE_OF = {"traces": "spans", "logs": "logs"}  # signals with a native converter
+_converters: dict[str, NativeConvert] = {}
+
+
+def native_converter(signal: str) -> NativeConvert | None:
+    """The native converter of a signal ("traces", …), or None if it has none or is not built."""
+    if otel_delta_native is None or signal not in _TABLE_OF:
+        return None
+    if signal not in _converters:
+        _converters[signal] = _converter(signal, _TABLE_OF[signal])
+    return _converters[signal]

@@ -1,0 +1,404 @@
+"""The native converter must give exactly what the Python reference converter gives.
+
+Both run on the same bytes: the every-field corpus and a seeded random corpus (every AnyValue
+kind, nesting, odd strings and doubles, unknown enum numbers, invalid ids, missing messages).
+Tables must be equal in schema and values, rejections equal in count and messages. Requests the
+native side declines (undecodable, nested too deep) must be declined up front, never half-done.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+
+import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import (
+    AnyValue,
+    ArrayValue,
+    EntityRef,
+    InstrumentationScope,
+    KeyValue,
+    KeyValueList,
+)
+from opentelemetry.proto.logs.v1 import logs_pb2
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from otel_delta.convert import Converted, logs_to_arrow, spans_to_arrow
+from otel_delta.convert.native import IMPORT_ERROR, native_converter
+from otel_delta.errors import InvalidRequestError
+from otel_delta.receiver.decode import decode
+from otel_delta.receiver.signals import SIGNALS_BY_NAME
+from tests import corpus
+
+TRACES = SIGNALS_BY_NAME["traces"]
+PYTHON = {ExportTraceServiceRequest: spans_to_arrow, ExportLogsServiceRequest: logs_to_arrow}
+SIGNAL = {ExportTraceServiceRequest: "traces", ExportLogsServiceRequest: "logs"}
+
+
+@pytest.fixture(scope="module")
+def native():
+    """The native converter of the signal of a request type."""
+    converters = {kind: native_converter(signal) for kind, signal in SIGNAL.items()}
+    assert None not in converters.values(), f"native converter not built: {IMPORT_ERROR}"
+
+    def convert(raw: bytes, kind: type = ExportTraceServiceRequest) -> Converted | None:
+        return converters[kind](raw)
+
+    return convert
+
+
+def assert_identical(expected: Converted, actual: Converted) -> None:
+    assert actual.rejected == expected.rejected
+    assert set(actual.tables) == set(expected.tables)
+    for name, want in expected.tables.items():
+        got = actual.tables[name]
+        assert got.schema.equals(want.schema), name
+        for column in want.column_names:
+            assert got[column].equals(want[column]), (
+                f"{name}.{column}: {got[column].to_pylist()[:3]} != {want[column].to_pylist()[:3]}"
+            )
+        assert got.equals(want)
+
+
+def check(native, request) -> Converted:
+    raw = request.SerializeToString()
+    kind = type(request)
+    expected = PYTHON[kind](kind.FromString(raw))
+    actual = native(raw, kind)
+    assert actual is not None, "native converter declined a request it must handle"
+    assert_identical(expected, actual)
+    return actual
+
+
+def test_every_field_corpus(native) -> None:
+    assert check(native, corpus.trace_request()).tables["spans"].num_rows > 0
+    assert check(native, corpus.logs_request()).tables["logs"].num_rows > 0
+
+
+# --- the random corpus ------------------------------------------------------------------
+
+ODD_STRINGS = [
+    "",
+    "plain",
+    'quote " backslash \\ slash /',
+    "ctl \x00\x01\x08\x0c\n\r\t\x1f\x7f",
+    "unicode é ✓ \u2028 \ufeff",
+    "astral 𝄞 😀",
+    "service.name",
+    "<&>'",
+]
+ODD_DOUBLES = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.5,
+    0.1 + 0.2,
+    1e16,
+    1e15,
+    123456789012345680.0,
+    1e-4,
+    1e-5,
+    0.00012345,
+    5e-324,
+    2.2250738585072014e-308,
+    1.7976931348623157e308,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+    1e22,
+    1e21,
+    9007199254740993.0,
+]
+
+
+def random_double(rng: random.Random) -> float:
+    pick = rng.random()
+    if pick < 0.3:
+        return rng.choice(ODD_DOUBLES)
+    if pick < 0.6:  # any bit pattern: subnormals, NaN payloads, huge and tiny exponents
+        return struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+    return rng.uniform(-1e6, 1e6) * 10 ** rng.randint(-12, 20)
+
+
+def random_string(rng: random.Random) -> str:
+    if rng.random() < 0.5:
+        return rng.choice(ODD_STRINGS)
+    alphabet = 'abcXYZ019 _-.:/"\\\n\té✓😀\x01'
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+
+
+def random_value(rng: random.Random, depth: int = 0) -> AnyValue:
+    kinds = ["string", "bool", "int", "double", "bytes", "empty", "strindex"]
+    if depth < 4:
+        kinds += ["array", "kvlist"] * 2
+    kind = rng.choice(kinds)
+    if kind == "string":
+        return AnyValue(string_value=random_string(rng))
+    if kind == "bool":
+        return AnyValue(bool_value=rng.random() < 0.5)
+    if kind == "int":
+        return AnyValue(
+            int_value=rng.choice(
+                [0, -1, 1, -(1 << 63), (1 << 63) - 1, rng.getrandbits(63) - (1 << 62)]
+            )
+        )
+    if kind == "double":
+        return AnyValue(double_value=random_double(rng))
+    if kind == "bytes":
+        return AnyValue(bytes_value=rng.randbytes(rng.randint(0, 9)))
+    if kind == "empty":
+        return AnyValue()
+    if kind == "strindex":
+        return AnyValue(string_value_strindex=rng.randint(-3, 1000))
+    if kind == "array":
+        values = [random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+        return AnyValue(array_value=ArrayValue(values=values))
+    keys = ["a", "b", "a", "", "é", "dup"]  # repeated keys: a dict keeps first place, last value
+    values = []
+    for _ in range(rng.randint(0, 5)):
+        pair = KeyValue(key=rng.choice(keys))
+        if rng.random() < 0.85:  # else the KeyValue has no value message at all
+            pair.value.CopyFrom(random_value(rng, depth + 1))
+        if rng.random() < 0.1:
+            pair.key_strindex = rng.randint(1, 50)
+        values.append(pair)
+    return AnyValue(kvlist_value=KeyValueList(values=values))
+
+
+def random_attributes(rng: random.Random, n: int) -> list[KeyValue]:
+    out = []
+    for i in range(rng.randint(0, n)):
+        pair = KeyValue(key=rng.choice([f"k{i}", random_string(rng), "service.name"]))
+        if rng.random() < 0.95:
+            pair.value.CopyFrom(random_value(rng))
+        out.append(pair)
+    return out
+
+
+def random_id(rng: random.Random, size: int) -> bytes:
+    pick = rng.random()
+    if pick < 0.85:
+        return rng.randbytes(size)
+    return rng.choice([b"", bytes(size), rng.randbytes(size - 1), rng.randbytes(size + 3)])
+
+
+def random_u64(rng: random.Random) -> int:
+    return rng.choice([0, corpus.T0, corpus.BIG_U64, (1 << 63) + 7, rng.getrandbits(64)])
+
+
+def random_span(rng: random.Random) -> trace_pb2.Span:
+    span = trace_pb2.Span(
+        trace_id=random_id(rng, 16),
+        span_id=random_id(rng, 8),
+        parent_span_id=rng.choice([b"", random_id(rng, 8), bytes(8)]),
+        trace_state=random_string(rng),
+        flags=rng.getrandbits(32),
+        name=random_string(rng),
+        kind=rng.choice([0, 1, 2, 3, 4, 5, 6, 99, -2]),
+        start_time_unix_nano=random_u64(rng),
+        end_time_unix_nano=random_u64(rng),
+        attributes=random_attributes(rng, 8),
+        dropped_attributes_count=rng.getrandbits(32),
+        dropped_events_count=rng.getrandbits(32),
+        dropped_links_count=rng.getrandbits(32),
+    )
+    for _ in range(rng.randint(0, 3)):
+        span.events.add(
+            time_unix_nano=random_u64(rng),
+            name=random_string(rng),
+            attributes=random_attributes(rng, 3),
+            dropped_attributes_count=rng.randint(0, 5),
+        )
+    for _ in range(rng.choice([0, 0, 1, 2])):
+        span.links.add(
+            trace_id=random_id(rng, 16),
+            span_id=random_id(rng, 8),
+            trace_state=random_string(rng),
+            flags=rng.getrandbits(32),
+            attributes=random_attributes(rng, 3),
+            dropped_attributes_count=rng.randint(0, 5),
+        )
+    if rng.random() < 0.8:
+        span.status.code = rng.choice([0, 1, 2, 7, -1])
+        span.status.message = random_string(rng)
+    return span
+
+
+def random_log(rng: random.Random) -> logs_pb2.LogRecord:
+    record = logs_pb2.LogRecord(
+        time_unix_nano=rng.choice([0, random_u64(rng)]),
+        observed_time_unix_nano=random_u64(rng),
+        severity_number=rng.choice([0, 9, 17, 24, 99, -3]),
+        severity_text=random_string(rng),
+        attributes=random_attributes(rng, 6),
+        dropped_attributes_count=rng.getrandbits(32),
+        flags=rng.getrandbits(32),
+        trace_id=rng.choice([b"", random_id(rng, 16)]),
+        span_id=rng.choice([b"", random_id(rng, 8)]),
+        event_name=random_string(rng),
+    )
+    if rng.random() < 0.8:  # else no body at all (a present empty body is "empty")
+        record.body.CopyFrom(random_value(rng))
+    return record
+
+
+def random_request(rng: random.Random, kind: type = ExportTraceServiceRequest):
+    request = kind()
+    groups = request.resource_spans if kind is ExportTraceServiceRequest else request.resource_logs
+    for _ in range(rng.randint(0, 3)):
+        resource_group = groups.add(schema_url=random_string(rng))
+        if rng.random() < 0.85:
+            resource_group.resource.CopyFrom(
+                Resource(
+                    attributes=random_attributes(rng, 5),
+                    dropped_attributes_count=rng.randint(0, 3),
+                    entity_refs=[
+                        EntityRef(
+                            schema_url=random_string(rng),
+                            type=random_string(rng),
+                            id_keys=[random_string(rng) for _ in range(rng.randint(0, 2))],
+                            description_keys=[random_string(rng) for _ in range(rng.randint(0, 2))],
+                        )
+                        for _ in range(rng.randint(0, 2))
+                    ],
+                )
+            )
+        for _ in range(rng.randint(0, 3)):
+            if kind is ExportTraceServiceRequest:
+                scope_group = resource_group.scope_spans.add(schema_url=random_string(rng))
+                items, make = scope_group.spans, random_span
+            else:
+                scope_group = resource_group.scope_logs.add(schema_url=random_string(rng))
+                items, make = scope_group.log_records, random_log
+            if rng.random() < 0.85:
+                scope_group.scope.CopyFrom(
+                    InstrumentationScope(
+                        name=random_string(rng),
+                        version=random_string(rng),
+                        attributes=random_attributes(rng, 3),
+                        dropped_attributes_count=rng.randint(0, 3),
+                    )
+                )
+            items.extend(make(rng) for _ in range(rng.randint(0, 6)))
+    return request
+
+
+@pytest.mark.parametrize("kind", [ExportTraceServiceRequest, ExportLogsServiceRequest])
+@pytest.mark.parametrize("seed", range(6))
+def test_random_corpus(native, seed: int, kind: type) -> None:
+    rng = random.Random(seed)
+    rows = rejected = 0
+    for _ in range(40):
+        converted = check(native, random_request(rng, kind))
+        rows += converted.rows
+        rejected += converted.rejected.count
+    assert rows > 0 and rejected > 0  # the corpus exercises both paths
+
+
+def test_concatenated_requests_merge_the_same_way(native) -> None:
+    rng = random.Random(99)
+    raw = random_request(rng).SerializeToString() + random_request(rng).SerializeToString()
+    expected = spans_to_arrow(ExportTraceServiceRequest.FromString(raw))
+    actual = native(raw)
+    assert actual is not None
+    assert_identical(expected, actual)
+
+
+def test_doubles_print_like_python_repr(native) -> None:
+    rng = random.Random(5)
+    doubles = ODD_DOUBLES + [random_double(rng) for _ in range(3000)]
+    request = ExportTraceServiceRequest()
+    span = (
+        request.resource_spans.add()
+        .scope_spans.add()
+        .spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
+    )
+    for i, x in enumerate(doubles):
+        span.attributes.add(key=str(i), value=AnyValue(double_value=x))
+    span.attributes.add(
+        key="array",
+        value=AnyValue(array_value=ArrayValue(values=[AnyValue(double_value=x) for x in doubles])),
+    )
+    converted = check(native, request)
+    texts = dict(converted.tables["spans"]["attributes"][0].as_py())
+    assert texts["0"] == repr(doubles[0])
+    assert any(math.isnan(x) for x in doubles)
+
+
+def deep(depth: int) -> AnyValue:
+    value = AnyValue(string_value="leaf")
+    for _ in range(depth):
+        value = AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key="k", value=value)]))
+    return value
+
+
+def one_span_with(value: AnyValue) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    span = (
+        request.resource_spans.add()
+        .scope_spans.add()
+        .spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
+    )
+    span.attributes.add(key="tree", value=value)
+    return request
+
+
+def test_nesting_up_to_the_native_limit_is_converted_natively(native) -> None:
+    check(native, one_span_with(deep(16)))
+
+
+@pytest.mark.parametrize("depth", [17, 25])
+def test_deeper_nesting_is_declined_and_decode_gives_the_python_answer(native, depth) -> None:
+    raw = one_span_with(deep(depth)).SerializeToString()
+    assert native(raw) is None
+    assert_identical(
+        spans_to_arrow(ExportTraceServiceRequest.FromString(raw)), decode(TRACES, raw, native=True)
+    )
+
+
+def test_undecodable_bytes_are_declined(native) -> None:
+    assert native(b"\xff\xff\xff\xff garbage") is None
+    assert native(b"\x0a\x05\x12\x03") is None  # truncated message
+
+
+def outcome(signal: str, raw: bytes, native: bool):
+    """What the receiver makes of some bytes: its error message, or tables and rejections."""
+    try:
+        converted = decode(SIGNALS_BY_NAME[signal], raw, native)
+    except InvalidRequestError as exc:
+        return str(exc)
+    return converted
+
+
+@pytest.mark.parametrize(
+    ("signal", "request_of"), [("traces", corpus.trace_request), ("logs", corpus.logs_request)]
+)
+def test_mutated_bytes_get_the_same_answer(native, signal, request_of) -> None:
+    """Flipped, cut and inserted bytes: wire-type mismatches, bad UTF-8, truncations, unknown
+    fields. Whatever Python's decoder accepts or refuses, the receiver's answer is the same."""
+    rng = random.Random(3)
+    original = request_of().SerializeToString()
+    accepted = 0
+    for _ in range(400):
+        raw = bytearray(original)
+        for _ in range(rng.randint(1, 4)):
+            pos = rng.randrange(len(raw))
+            pick = rng.random()
+            if pick < 0.6:
+                raw[pos] = rng.randrange(256)
+            elif pick < 0.8:
+                del raw[pos : pos + rng.randint(1, 8)]
+            else:
+                raw[pos:pos] = rng.randbytes(rng.randint(1, 4))
+        expected = outcome(signal, bytes(raw), native=False)
+        actual = outcome(signal, bytes(raw), native=True)
+        if isinstance(expected, str):
+            assert actual == expected
+        else:
+            accepted += 1
+            assert_identical(expected, actual)
+    assert 0 < accepted < 400
