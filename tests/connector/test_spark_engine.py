@@ -19,15 +19,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 KEY = ["service_name", "date", "trace_id", "span_id"]
 
 
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory):
-    """One session for the module, started the way the connector starts its own."""
-    lake = DeltaLakeConnector(DeltaConfig.for_path(tmp_path_factory.mktemp("s")), engine="spark")
-    session = lake.spark()
-    yield session
-    session.stop()
-
-
 @pytest.fixture
 def twins(bridge_lake: Path, tmp_path: Path, spark):
     """The same lakehouse twice: one operated on by delta-rs, one by Spark."""
