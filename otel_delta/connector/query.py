@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 from otel_delta.connector.predicates import Predicate, conjunction, parse_predicate
 from otel_delta.connector.pruning import FileStats, file_stats, may_match, partition_match
 from otel_delta.connector.results import QueryResult, ScanStats
-from otel_delta.connector.scan import RowGroupPlan, plan_row_groups, read_batches
+from otel_delta.connector.scan import RowGroupPlan, files_dataset, plan_row_groups, read_batches
 from otel_delta.errors import InvalidQueryError, MissingDependencyError
 
 if TYPE_CHECKING:
@@ -135,12 +135,12 @@ class Query:
         self, delta: DeltaTable, files: list[FileStats], stats: ScanStats
     ) -> tuple[ds.FileSystemDataset, RowGroupPlan, ScanStats]:
         """Row groups of the kept files that their Parquet statistics cannot rule out."""
-        dataset = delta.to_pyarrow_dataset()
+        dataset = files_dataset(delta, files)
         plan = plan_row_groups(dataset, files, self.predicate)
         stats = replace(
             stats,
             row_groups_total=plan.row_groups_total,
-            row_groups_scanned=len(plan.fragments),
+            row_groups_scanned=None if plan.row_groups_total is None else len(plan.fragments),
         )
         return dataset, plan, stats
 

@@ -15,16 +15,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pa_fs
+from deltalake import DeltaTable
 
 from otel_delta.connector.predicates import Predicate
 from otel_delta.connector.pruning import FileStats, may_match
 
 # Row groups whose full columns are read together in one (multi-threaded) scan.
 MATCHED_CHUNK = 16
+# Filter-column rows tested in one go when looking for row groups that hold a match.
+FILTER_ROWS = 262_144
+FRAGMENT_TAG = "__otel_delta_fragment"
 
 
 @dataclass(frozen=True)
@@ -32,37 +39,81 @@ class RowGroupPlan:
     """The row groups of the scanned files, and those their statistics cannot rule out."""
 
     fragments: list[ds.ParquetFileFragment]  # one per kept row group, in file order
-    row_groups_total: int
+    row_groups_total: int | None  # None: footers not read (no predicate, whole files)
+
+
+def files_dataset(delta: DeltaTable, files: list[FileStats]) -> ds.FileSystemDataset:
+    """A pyarrow dataset of just `files` (already pruned), in that order.
+
+    delta-rs builds a fragment for every file of the snapshot (about 1 ms each); asking it for
+    none keeps its protocol checks, file system and format, and we add the files we read,
+    their partition values taken from the same add actions. A local table is read through
+    pyarrow's native file system: delta-rs's is implemented in Python, so every file open
+    holds the GIL.
+    """
+    empty = delta.to_pyarrow_dataset(file_pruning_predicate="false")
+    schema = empty.schema
+    filesystem = _local_filesystem(delta.table_uri) or empty.filesystem
+    fragments = [
+        empty.format.make_fragment(
+            unquote(f.path),  # add actions hold the path URL-encoded once more than on disk
+            filesystem=filesystem,
+            partition_expression=_partition_expression(f.partition, schema),
+        )
+        for f in files
+    ]
+    return ds.FileSystemDataset(fragments, schema, empty.format, filesystem=filesystem)
+
+
+def _local_filesystem(uri: str) -> pa_fs.FileSystem | None:
+    parsed = urlparse(uri)
+    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+        return None
+    return pa_fs.SubTreeFileSystem(unquote(parsed.path), pa_fs.LocalFileSystem())
+
+
+def _partition_expression(values: dict[str, Any], schema: pa.Schema) -> pc.Expression:
+    """`column == value` (or `is_null`) per partition column: the scan fills these columns."""
+    expression = pc.scalar(True)
+    for name, value in values.items():
+        field = pc.field(name)
+        if value is None:
+            term = field.is_null()
+        else:
+            term = field == pa.scalar(value, schema.field(name).type)
+        expression = expression & term
+    return expression
 
 
 def plan_row_groups(
     dataset: ds.FileSystemDataset, files: list[FileStats], predicate: Predicate | None
 ) -> RowGroupPlan:
-    """One fragment per row group of `files` that may hold a matching row (footers only)."""
-    by_path = {f.path: f for f in files}
-    fragments, total = [], 0
-    for fragment in dataset.get_fragments():
-        stats = by_path.get(fragment.path)
-        if stats is None:
-            continue
+    """One fragment per row group of `files` that may hold a matching row (footers only).
+
+    Without a predicate every row is read: whole files, footers left to the scan.
+    """
+    if predicate is None:
+        return RowGroupPlan(list(dataset.get_fragments()), None)
+    fragments, total, names = [], 0, predicate.columns
+    for fragment, stats in zip(dataset.get_fragments(), files, strict=True):
         metadata = fragment.metadata
         total += metadata.num_row_groups
         for index in range(metadata.num_row_groups):
-            group = metadata.row_group(index)
-            if predicate is None or may_match(predicate.node, _row_group_stats(stats, group)):
+            group = _row_group_stats(stats, metadata.row_group(index), names)
+            if may_match(predicate.node, group):
                 fragments.append(fragment.subset(row_group_ids=[index]))
     return RowGroupPlan(fragments, total)
 
 
-def _row_group_stats(file: FileStats, group: Any) -> FileStats:
-    """A row group's statistics in FileStats form (top-level columns with min/max only)."""
+def _row_group_stats(file: FileStats, group: Any, names: set[str]) -> FileStats:
+    """A row group's statistics in FileStats form, for the top-level columns in `names`."""
     stats = FileStats(file.path, group.total_byte_size, group.num_rows, dict(file.partition))
     for j in range(group.num_columns):
         column = group.column(j)
         name = column.path_in_schema
         statistics = column.statistics
-        if "." in name or statistics is None:
-            continue  # nested (map/list) leaves: predicates on them are never pruned
+        if name not in names or statistics is None:
+            continue  # nested (map/list) leaves are named a.b.c: never pruned by
         if statistics.has_null_count:
             stats.null_count[name] = statistics.null_count
         if statistics.has_min_max:
@@ -110,24 +161,39 @@ def _matching_fragments(
     batch_size: int,
     complete: Any,
 ) -> Iterator[ds.Fragment]:
-    """The fragments where the predicate holds for some row, reading only `columns`."""
+    """The fragments where the predicate holds for some row, reading only `columns`.
+
+    Batches are filtered many fragments at a time, each row tagged with its fragment's index:
+    one filter call per file costs more than reading a small file's filter column.
+    """
     available = [c for c in columns if c in dataset.schema.names]
     subset = ds.FileSystemDataset(
         fragments, dataset.schema, dataset.format, filesystem=dataset.filesystem
     )
     scanner = subset.scanner(columns=available, batch_size=batch_size)
-    position, last_hit = iter(range(len(fragments))), -1
-    current = -1
+    pending: list[pa.RecordBatch] = []
+    rows, current = 0, -1
     for tagged in scanner.scan_batches():
         # batches arrive in fragment order; advance to the fragment this batch came from
         while current < 0 or not _same(fragments[current], tagged.fragment):
-            current = next(position)
-        if current == last_hit:
-            continue
+            current += 1
         batch = complete(tagged.record_batch, columns)
-        if batch.num_rows and batch.filter(expression).num_rows:
-            last_hit = current
-            yield fragments[current]
+        if not batch.num_rows:
+            continue
+        tag = pa.array(np.full(batch.num_rows, current, dtype=np.int64))
+        pending.append(batch.select(columns).append_column(FRAGMENT_TAG, tag))
+        rows += batch.num_rows
+        if rows >= FILTER_ROWS:
+            yield from (fragments[i] for i in _hits(pending, expression))
+            pending, rows = [], 0
+    if pending:
+        yield from (fragments[i] for i in _hits(pending, expression))
+
+
+def _hits(batches: list[pa.RecordBatch], expression: pc.Expression) -> list[int]:
+    """Sorted indices of the fragments with a matching row among the tagged batches."""
+    matching = pa.Table.from_batches(batches).filter(expression)[FRAGMENT_TAG]
+    return sorted(pc.unique(matching).to_pylist())
 
 
 def _same(planned: ds.ParquetFileFragment, scanned: ds.Fragment) -> bool:
