@@ -172,7 +172,7 @@ def _matching_fragments(
     )
     scanner = subset.scanner(columns=available, batch_size=batch_size)
     pending: list[pa.RecordBatch] = []
-    rows, current = 0, -1
+    rows, current, last = 0, -1, -1
     for tagged in scanner.scan_batches():
         # batches arrive in fragment order; advance to the fragment this batch came from
         while current < 0 or not _same(fragments[current], tagged.fragment):
@@ -184,16 +184,19 @@ def _matching_fragments(
         pending.append(batch.select(columns).append_column(FRAGMENT_TAG, tag))
         rows += batch.num_rows
         if rows >= FILTER_ROWS:
-            yield from (fragments[i] for i in _hits(pending, expression))
+            for i in _hits(pending, expression, after=last):
+                last = i
+                yield fragments[i]
             pending, rows = [], 0
     if pending:
-        yield from (fragments[i] for i in _hits(pending, expression))
+        yield from (fragments[i] for i in _hits(pending, expression, after=last))
 
 
-def _hits(batches: list[pa.RecordBatch], expression: pc.Expression) -> list[int]:
-    """Sorted indices of the fragments with a matching row among the tagged batches."""
+def _hits(batches: list[pa.RecordBatch], expression: pc.Expression, after: int) -> list[int]:
+    """Sorted indices (above `after`: a fragment may span two groups of batches, and is
+    yielded once) of the fragments with a matching row among the tagged batches."""
     matching = pa.Table.from_batches(batches).filter(expression)[FRAGMENT_TAG]
-    return sorted(pc.unique(matching).to_pylist())
+    return sorted(i for i in pc.unique(matching).to_pylist() if i > after)
 
 
 def _same(planned: ds.ParquetFileFragment, scanned: ds.Fragment) -> bool:

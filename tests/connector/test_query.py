@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 
+from otel_delta.connector import scan
 from otel_delta.errors import InvalidPredicateError, InvalidQueryError, VersionNotFoundError
 from tests.connector import data
 from tests.helpers import read_table
@@ -200,13 +201,19 @@ def test_trace_lookup_skips_row_groups_by_parquet_statistics(spans, lake_path) -
     assert after.equals(before)  # same rows, same order, same schema
 
 
-def test_row_group_reads_match_a_plain_read(spans, lake_path) -> None:
+@pytest.mark.parametrize("filter_rows", [scan.FILTER_ROWS, 4])
+def test_row_group_reads_match_a_plain_read(spans, lake_path, monkeypatch, filter_rows) -> None:
     _rewrite_in_small_row_groups(lake_path, rows_per_group=7)
+    # row groups spread over several batches, tested for matches a few rows at a time
+    monkeypatch.setattr(scan, "FILTER_ROWS", filter_rows)
     everything = read_table(lake_path, "spans")
-    expected = everything.filter(pc.field("duration_ns") > 1_500_000)
+    expected = sorted(everything.filter(pc.field("duration_ns") > 1_500_000)["span_id"].to_pylist())
     result = spans.query().filter("duration_ns > 1500000").select(["span_id"]).execute()
     assert result.scan.row_groups_total > result.scan.files_scanned
-    assert sorted(result.table["span_id"].to_pylist()) == sorted(expected["span_id"].to_pylist())
+    assert sorted(result.table["span_id"].to_pylist()) == expected
+    query = spans.query().filter("duration_ns > 1500000").select(["span_id"])
+    streamed = pa.Table.from_batches(list(query.to_batches(batch_size=3)))
+    assert sorted(streamed["span_id"].to_pylist()) == expected
     limited = spans.query().filter("duration_ns > 1500000").limit(3).to_arrow()
     assert limited.num_rows == 3
     assert all(d > 1_500_000 for d in limited["duration_ns"].to_pylist())
