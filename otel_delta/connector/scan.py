@@ -32,6 +32,8 @@ MATCHED_CHUNK = 16
 # Filter-column rows tested in one go when looking for row groups that hold a match.
 FILTER_ROWS = 262_144
 FRAGMENT_TAG = "__otel_delta_fragment"
+# Share of tested row groups with a match above which the rest are read without testing.
+UNSELECTIVE = 0.5
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,15 @@ def files_dataset(delta: DeltaTable, files: list[FileStats]) -> ds.FileSystemDat
     pyarrow's native file system: delta-rs's is implemented in Python, so every file open
     holds the GIL.
     """
+    if any(urlparse(f.path).scheme for f in files):  # absolute URIs (e.g. a shallow clone)
+        everything = delta.to_pyarrow_dataset()
+        by_path = {fragment.path: fragment for fragment in everything.get_fragments()}
+        return ds.FileSystemDataset(
+            [by_path.get(unquote(f.path)) or by_path[f.path] for f in files],
+            everything.schema,
+            everything.format,
+            filesystem=everything.filesystem,
+        )
     empty = delta.to_pyarrow_dataset(file_pruning_predicate="false")
     schema = empty.schema
     filesystem = _local_filesystem(delta.table_uri) or empty.filesystem
@@ -164,7 +175,9 @@ def _matching_fragments(
     """The fragments where the predicate holds for some row, reading only `columns`.
 
     Batches are filtered many fragments at a time, each row tagged with its fragment's index:
-    one filter call per file costs more than reading a small file's filter column.
+    one filter call per file costs more than reading a small file's filter column. The rest
+    are all yielded untested once most row groups turn out to match (the full read filters
+    rows anyway).
     """
     available = [c for c in columns if c in dataset.schema.names]
     subset = ds.FileSystemDataset(
@@ -172,7 +185,7 @@ def _matching_fragments(
     )
     scanner = subset.scanner(columns=available, batch_size=batch_size)
     pending: list[pa.RecordBatch] = []
-    rows, current, last = 0, -1, -1
+    rows, current, last, tested = 0, -1, -1, 0
     for tagged in scanner.scan_batches():
         # batches arrive in fragment order; advance to the fragment this batch came from
         while current < 0 or not _same(fragments[current], tagged.fragment):
@@ -184,10 +197,16 @@ def _matching_fragments(
         pending.append(batch.select(columns).append_column(FRAGMENT_TAG, tag))
         rows += batch.num_rows
         if rows >= FILTER_ROWS:
-            for i in _hits(pending, expression, after=last):
+            hits = _hits(pending, expression, after=last)
+            for i in hits:
                 last = i
                 yield fragments[i]
             pending, rows = [], 0
+            if len(hits) > UNSELECTIVE * (current + 1 - tested):
+                # most row groups match: reading filter columns first only adds work
+                yield from fragments[last + 1 :]
+                return
+            tested = current + 1
     if pending:
         yield from (fragments[i] for i in _hits(pending, expression, after=last))
 
