@@ -81,18 +81,22 @@ def span_batch(rng: np.random.Generator, n: int) -> tuple[pa.Table, list[str]]:
 
 
 def lookups(spans, trace_ids: list[str]) -> dict:
-    latencies, scanned, found = [], [], []
+    latencies, scanned, groups, found = [], [], [], []
     for trace_id in trace_ids:
         t = time.perf_counter()
         rows = spans.trace(trace_id)
         latencies.append(time.perf_counter() - t)
         found.append(rows.num_rows)
-        scanned.append(spans.trace_query(trace_id).explain().files_scanned)
+        plan = spans.trace_query(trace_id).explain()
+        scanned.append(plan.files_scanned)
+        groups.append((plan.row_groups_scanned, plan.row_groups_total))
     return {
         "lookups": len(trace_ids),
         "p50_ms": round(statistics.median(latencies) * 1000, 1),
         "p90_ms": round(statistics.quantiles(latencies, n=10)[-1] * 1000, 1),
         "files_scanned_p50": statistics.median(scanned),
+        "row_groups_scanned_p50": statistics.median(g[0] for g in groups),
+        "row_groups_total": groups[0][1],
         "spans_found_min": min(found),
     }
 

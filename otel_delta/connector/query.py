@@ -8,6 +8,7 @@ only files that may hold a matching row are read, then the predicate filters row
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +17,9 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
 from otel_delta.connector.predicates import Predicate, conjunction, parse_predicate
-from otel_delta.connector.pruning import file_stats, may_match, partition_match
+from otel_delta.connector.pruning import FileStats, file_stats, may_match, partition_match
 from otel_delta.connector.results import QueryResult, ScanStats
+from otel_delta.connector.scan import RowGroupPlan, files_dataset, plan_row_groups, read_batches
 from otel_delta.errors import InvalidQueryError, MissingDependencyError
 
 if TYPE_CHECKING:
@@ -107,7 +109,7 @@ class Query:
             return self._table.delta_as_of(self._as_of)
         return self._table.delta(self._version)
 
-    def _plan(self) -> tuple[DeltaTable, list[str], ScanStats]:
+    def _plan(self) -> tuple[DeltaTable, list[FileStats], ScanStats]:
         delta = self._snapshot()
         files = file_stats(pa.table(delta.get_add_actions(flatten=True)))
         predicate = self.predicate
@@ -127,24 +129,25 @@ class Query:
             bytes_scanned=sum(f.size_bytes for f in kept),
             predicate=predicate.to_sql() if predicate else None,
         )
-        return delta, [f.path for f in kept], stats
+        return delta, kept, stats
+
+    def _row_groups(
+        self, delta: DeltaTable, files: list[FileStats], stats: ScanStats
+    ) -> tuple[ds.FileSystemDataset, RowGroupPlan, ScanStats]:
+        """Row groups of the kept files that their Parquet statistics cannot rule out."""
+        dataset = files_dataset(delta, files)
+        plan = plan_row_groups(dataset, files, self.predicate)
+        stats = replace(
+            stats,
+            row_groups_total=plan.row_groups_total,
+            row_groups_scanned=None if plan.row_groups_total is None else len(plan.fragments),
+        )
+        return dataset, plan, stats
 
     def explain(self) -> ScanStats:
-        """Which files the scan would read, without reading them."""
-        return self._plan()[2]
-
-    def _scanner(self, delta: DeltaTable, paths: list[str], batch_size: int) -> ds.Scanner:
-        dataset = delta.to_pyarrow_dataset()
-        wanted = set(paths)
-        fragments = [f for f in dataset.get_fragments() if f.path in wanted]
-        subset = ds.FileSystemDataset(
-            fragments, dataset.schema, dataset.format, filesystem=dataset.filesystem
-        )
-        columns = [c for c in self._scan_columns() if c in dataset.schema.names]
-        # The row filter runs on the batches, after the scan has cast every file to the
-        # table schema: pushed into the scan it fails on files delta-rs wrote with
-        # string_view columns (no kernel for string == string_view). Files are pruned above.
-        return subset.scanner(columns=columns, batch_size=batch_size)
+        """Which files and row groups the scan would read (opens only the Parquet footers)."""
+        delta, files, stats = self._plan()
+        return self._row_groups(delta, files, stats)[2]
 
     def _scan_columns(self) -> list[str]:
         """Result columns plus those the row filter and the sort need."""
@@ -156,24 +159,27 @@ class Query:
     def _result_columns(self) -> list[str]:
         return list(self._columns or self._table_schema.names)
 
+    def _with_missing(self, batch: pa.RecordBatch, names: list[str]) -> pa.RecordBatch:
+        """`batch` plus NULL columns for those added to the table after its file was written."""
+        schema = self._table_schema
+        for name in names:
+            if name not in batch.schema.names:
+                field = schema.field(name)
+                batch = batch.add_column(
+                    batch.num_columns, field, pa.nulls(batch.num_rows, field.type)
+                )
+        return batch
+
     def _filtered_batches(
-        self, delta: DeltaTable, paths: list[str], batch_size: int
+        self, dataset: ds.FileSystemDataset, plan: RowGroupPlan, batch_size: int
     ) -> Iterator[pa.RecordBatch]:
         """Matching rows as batches (all scanned columns), in file order."""
-        predicate = self.predicate
-        expression = predicate.to_arrow() if predicate else None
-        schema = self._table_schema
-        for batch in self._scanner(delta, paths, batch_size).to_batches():
-            for name in self._scan_columns():
-                if name not in batch.schema.names:  # added after the version read: NULL
-                    field = schema.field(name)
-                    batch = batch.add_column(
-                        batch.num_columns, field, pa.nulls(batch.num_rows, field.type)
-                    )
-            if expression is not None:
-                batch = batch.filter(expression)
-            if batch.num_rows:
-                yield batch
+        columns = self._scan_columns()
+        batches = read_batches(
+            dataset, plan, columns, self.predicate, batch_size, self._with_missing
+        )
+        for batch in batches:
+            yield batch.select(columns)
 
     def _limited(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         remaining = self._limit
@@ -188,8 +194,9 @@ class Query:
 
     def execute(self) -> QueryResult:
         """Read: the rows plus the scan statistics."""
-        delta, paths, stats = self._plan()
-        batches = self._filtered_batches(delta, paths, DEFAULT_BATCH_SIZE)
+        delta, files, stats = self._plan()
+        dataset, plan, stats = self._row_groups(delta, files, stats)
+        batches = self._filtered_batches(dataset, plan, DEFAULT_BATCH_SIZE)
         scanned_schema = pa.schema([self._table_schema.field(c) for c in self._scan_columns()])
         if self._order_by:
             table = pa.Table.from_batches(list(batches), schema=scanned_schema)
@@ -209,8 +216,9 @@ class Query:
         if self._order_by:
             yield from self.execute().table.to_batches(batch_size)
             return
-        delta, paths, _ = self._plan()
-        yield from self._limited(self._filtered_batches(delta, paths, batch_size))
+        delta, files, stats = self._plan()
+        dataset, plan, _ = self._row_groups(delta, files, stats)
+        yield from self._limited(self._filtered_batches(dataset, plan, batch_size))
 
     def schema(self) -> pa.Schema:
         """The schema the result will have (for streaming headers)."""

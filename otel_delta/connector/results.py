@@ -51,6 +51,8 @@ class ScanStats:
 
     files_total: data files in the snapshot; files_after_partition_pruning: left after
     partition-value pruning; files_scanned: left after min/max/null-count pruning, i.e. read.
+    row_groups_total: Parquet row groups in the scanned files; row_groups_scanned: left after
+    the same test on each row group's own statistics (None when the files were not opened).
     """
 
     version: int
@@ -60,6 +62,8 @@ class ScanStats:
     bytes_total: int
     bytes_scanned: int
     predicate: str | None
+    row_groups_total: int | None = None
+    row_groups_scanned: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from deltalake import DeltaTable, WriterProperties, write_deltalake
 
+from otel_delta.connector import scan
 from otel_delta.errors import InvalidPredicateError, InvalidQueryError, VersionNotFoundError
 from tests.connector import data
 from tests.helpers import read_table
@@ -170,3 +172,65 @@ def test_millisecond_timestamp_statistics_never_hide_rows(spans) -> None:
     assert plan.files_scanned == 1  # the last commit's file; the others pruned by statistics
     assert spans.query().filter(where).count() == 1
     assert spans.delete(where).deleted == 1  # delta-rs agrees on the same predicate
+
+
+def _rewrite_in_small_row_groups(lake_path, rows_per_group: int) -> None:
+    """Rewrite the spans table sorted by trace_id, with delta-rs, in many small row groups."""
+    uri = str(lake_path / "spans")
+    table = DeltaTable(uri).to_pyarrow_table().sort_by([("trace_id", "ascending")])
+    write_deltalake(
+        uri,
+        table,
+        mode="overwrite",
+        partition_by=["service_name", "date"],
+        writer_properties=WriterProperties(max_row_group_size=rows_per_group),
+    )
+
+
+def test_trace_lookup_skips_row_groups_by_parquet_statistics(spans, lake_path) -> None:
+    wanted = data.trace_id("checkout", data.DAYS[0], 1, 2).hex()
+    before = spans.trace(wanted)
+    _rewrite_in_small_row_groups(lake_path, rows_per_group=data.SPANS_PER_TRACE)
+    plan = spans.trace_query(wanted).explain()
+    assert plan.files_scanned >= 1
+    # a file holds several row groups; their trace_id ranges are narrow after sorting
+    assert plan.row_groups_total > plan.files_scanned
+    assert 1 <= plan.row_groups_scanned < plan.row_groups_total
+    after = spans.trace(wanted)
+    assert after.num_rows == data.SPANS_PER_TRACE
+    assert after.equals(before)  # same rows, same order, same schema
+
+
+@pytest.mark.parametrize("filter_rows", [scan.FILTER_ROWS, 4])
+def test_row_group_reads_match_a_plain_read(spans, lake_path, monkeypatch, filter_rows) -> None:
+    _rewrite_in_small_row_groups(lake_path, rows_per_group=7)
+    # row groups spread over several batches, tested for matches a few rows at a time
+    monkeypatch.setattr(scan, "FILTER_ROWS", filter_rows)
+    everything = read_table(lake_path, "spans")
+    expected = sorted(everything.filter(pc.field("duration_ns") > 1_500_000)["span_id"].to_pylist())
+    result = spans.query().filter("duration_ns > 1500000").select(["span_id"]).execute()
+    assert result.scan.row_groups_total > result.scan.files_scanned
+    assert sorted(result.table["span_id"].to_pylist()) == expected
+    query = spans.query().filter("duration_ns > 1500000").select(["span_id"])
+    streamed = pa.Table.from_batches(list(query.to_batches(batch_size=3)))
+    assert sorted(streamed["span_id"].to_pylist()) == expected
+    # every row group matches: the rest are read without testing their filter column first
+    wide = everything.filter(pc.field("duration_ns") >= 0).num_rows
+    assert wide > 0.9 * everything.num_rows
+    assert spans.query().filter("duration_ns >= 0").count() == wide
+    limited = spans.query().filter("duration_ns > 1500000").limit(3).to_arrow()
+    assert limited.num_rows == 3
+    assert all(d > 1_500_000 for d in limited["duration_ns"].to_pylist())
+
+
+def test_partition_values_that_need_url_encoding_are_read(spans) -> None:
+    # add actions hold such paths encoded once more than the files on disk
+    service = "odd svc/100%é"
+    row = spans.query().filter("service_name = 'cart'").limit(1).to_arrow()
+    spans.bulk_insert(row.set_column(0, "service_name", pa.array([service])))
+    where = f"service_name = '{service}'"
+    assert spans.query().filter(where).explain().files_scanned == 1
+    found = spans.query().filter(where).to_arrow()
+    assert found["service_name"].to_pylist() == [service]
+    assert found["span_id"].to_pylist() == row["span_id"].to_pylist()
+    assert spans.trace(row["trace_id"][0].as_py())["service_name"].to_pylist().count(service) == 1

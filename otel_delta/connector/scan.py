@@ -1,0 +1,242 @@
+"""Row-group level reads: skip row groups by Parquet statistics, read filter columns first.
+
+File pruning (pruning.py) only sees the Delta log. Inside a surviving file, each Parquet row
+group carries its own min/max/null counts, so the same `may_match` test drops row groups whose
+ranges exclude the predicate (after Z-order a trace id falls in one narrow row group). The
+remaining row groups are read in two steps: first only the columns the predicate names
+(e.g. `trace_id`), then every wanted column of just the row groups where some row matched.
+The predicate itself is never pushed into pyarrow's scan: files delta-rs writes may hold
+string_view columns, which pyarrow cannot compare with a string literal; it runs on batches
+that the scan has already cast to the table schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pa_fs
+from deltalake import DeltaTable
+
+from otel_delta.connector.predicates import Predicate
+from otel_delta.connector.pruning import FileStats, may_match
+
+# Row groups whose full columns are read together in one (multi-threaded) scan.
+MATCHED_CHUNK = 16
+# Filter-column rows tested in one go when looking for row groups that hold a match.
+FILTER_ROWS = 262_144
+FRAGMENT_TAG = "__otel_delta_fragment"
+# Share of tested row groups with a match above which the rest are read without testing.
+UNSELECTIVE = 0.5
+
+
+@dataclass(frozen=True)
+class RowGroupPlan:
+    """The row groups of the scanned files, and those their statistics cannot rule out."""
+
+    fragments: list[ds.ParquetFileFragment]  # one per kept row group, in file order
+    row_groups_total: int | None  # None: footers not read (no predicate, whole files)
+
+
+def files_dataset(delta: DeltaTable, files: list[FileStats]) -> ds.FileSystemDataset:
+    """A pyarrow dataset of just `files` (already pruned), in that order.
+
+    delta-rs builds a fragment for every file of the snapshot (about 1 ms each); asking it for
+    none keeps its protocol checks, file system and format, and we add the files we read,
+    their partition values taken from the same add actions. A local table is read through
+    pyarrow's native file system: delta-rs's is implemented in Python, so every file open
+    holds the GIL.
+    """
+    if any(urlparse(f.path).scheme for f in files):  # absolute URIs (e.g. a shallow clone)
+        everything = delta.to_pyarrow_dataset()
+        by_path = {fragment.path: fragment for fragment in everything.get_fragments()}
+        return ds.FileSystemDataset(
+            [by_path.get(unquote(f.path)) or by_path[f.path] for f in files],
+            everything.schema,
+            everything.format,
+            filesystem=everything.filesystem,
+        )
+    empty = delta.to_pyarrow_dataset(file_pruning_predicate="false")
+    schema = empty.schema
+    filesystem = _local_filesystem(delta.table_uri) or empty.filesystem
+    fragments = [
+        empty.format.make_fragment(
+            unquote(f.path),  # add actions hold the path URL-encoded once more than on disk
+            filesystem=filesystem,
+            partition_expression=_partition_expression(f.partition, schema),
+        )
+        for f in files
+    ]
+    return ds.FileSystemDataset(fragments, schema, empty.format, filesystem=filesystem)
+
+
+def _local_filesystem(uri: str) -> pa_fs.FileSystem | None:
+    parsed = urlparse(uri)
+    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+        return None
+    return pa_fs.SubTreeFileSystem(unquote(parsed.path), pa_fs.LocalFileSystem())
+
+
+def _partition_expression(values: dict[str, Any], schema: pa.Schema) -> pc.Expression:
+    """`column == value` (or `is_null`) per partition column: the scan fills these columns."""
+    expression = pc.scalar(True)
+    for name, value in values.items():
+        field = pc.field(name)
+        if value is None:
+            term = field.is_null()
+        else:
+            term = field == pa.scalar(value, schema.field(name).type)
+        expression = expression & term
+    return expression
+
+
+def plan_row_groups(
+    dataset: ds.FileSystemDataset, files: list[FileStats], predicate: Predicate | None
+) -> RowGroupPlan:
+    """One fragment per row group of `files` that may hold a matching row (footers only).
+
+    Without a predicate every row is read: whole files, footers left to the scan.
+    """
+    if predicate is None:
+        return RowGroupPlan(list(dataset.get_fragments()), None)
+    fragments, total, names = [], 0, predicate.columns
+    for fragment, stats in zip(dataset.get_fragments(), files, strict=True):
+        metadata = fragment.metadata
+        total += metadata.num_row_groups
+        for index in range(metadata.num_row_groups):
+            group = _row_group_stats(stats, metadata.row_group(index), names)
+            if may_match(predicate.node, group):
+                fragments.append(fragment.subset(row_group_ids=[index]))
+    return RowGroupPlan(fragments, total)
+
+
+def _row_group_stats(file: FileStats, group: Any, names: set[str]) -> FileStats:
+    """A row group's statistics in FileStats form, for the top-level columns in `names`."""
+    stats = FileStats(file.path, group.total_byte_size, group.num_rows, dict(file.partition))
+    for j in range(group.num_columns):
+        column = group.column(j)
+        name = column.path_in_schema
+        statistics = column.statistics
+        if name not in names or statistics is None:
+            continue  # nested (map/list) leaves are named a.b.c: never pruned by
+        if statistics.has_null_count:
+            stats.null_count[name] = statistics.null_count
+        if statistics.has_min_max:
+            stats.min[name], stats.max[name] = statistics.min, statistics.max
+    return stats
+
+
+def read_batches(
+    dataset: ds.FileSystemDataset,
+    plan: RowGroupPlan,
+    columns: list[str],
+    predicate: Predicate | None,
+    batch_size: int,
+    complete: Any,
+) -> Iterator[pa.RecordBatch]:
+    """Matching rows of the planned row groups, as batches with `columns`, in file order.
+
+    `complete(batch, names)` adds NULL columns a file lacks (added after it was written).
+    """
+    available = [c for c in columns if c in dataset.schema.names]
+    if predicate is None:
+        for batch in _scan(dataset, plan.fragments, available, batch_size):
+            yield complete(batch, columns)
+        return
+    expression = predicate.to_arrow()
+    filter_columns = [c for c in columns if c in predicate.columns]
+    if set(filter_columns) == set(columns):  # nothing to save by reading twice
+        matched: Iterator[ds.Fragment] = iter(plan.fragments)
+    else:
+        matched = _matching_fragments(
+            dataset, plan.fragments, filter_columns, expression, batch_size, complete
+        )
+    while chunk := _take(matched, MATCHED_CHUNK):
+        for batch in _scan(dataset, chunk, available, batch_size):
+            batch = complete(batch, columns).filter(expression)
+            if batch.num_rows:
+                yield batch
+
+
+def _matching_fragments(
+    dataset: ds.FileSystemDataset,
+    fragments: list[ds.Fragment],
+    columns: list[str],
+    expression: pc.Expression,
+    batch_size: int,
+    complete: Any,
+) -> Iterator[ds.Fragment]:
+    """The fragments where the predicate holds for some row, reading only `columns`.
+
+    Batches are filtered many fragments at a time, each row tagged with its fragment's index:
+    one filter call per file costs more than reading a small file's filter column. The rest
+    are all yielded untested once most row groups turn out to match (the full read filters
+    rows anyway).
+    """
+    available = [c for c in columns if c in dataset.schema.names]
+    subset = ds.FileSystemDataset(
+        fragments, dataset.schema, dataset.format, filesystem=dataset.filesystem
+    )
+    scanner = subset.scanner(columns=available, batch_size=batch_size)
+    pending: list[pa.RecordBatch] = []
+    rows, current, last, tested = 0, -1, -1, 0
+    for tagged in scanner.scan_batches():
+        # batches arrive in fragment order; advance to the fragment this batch came from
+        while current < 0 or not _same(fragments[current], tagged.fragment):
+            current += 1
+        batch = complete(tagged.record_batch, columns)
+        if not batch.num_rows:
+            continue
+        tag = pa.array(np.full(batch.num_rows, current, dtype=np.int64))
+        pending.append(batch.select(columns).append_column(FRAGMENT_TAG, tag))
+        rows += batch.num_rows
+        if rows >= FILTER_ROWS:
+            hits = _hits(pending, expression, after=last)
+            for i in hits:
+                last = i
+                yield fragments[i]
+            pending, rows = [], 0
+            if len(hits) > UNSELECTIVE * (current + 1 - tested):
+                # most row groups match: reading filter columns first only adds work
+                yield from fragments[last + 1 :]
+                return
+            tested = current + 1
+    if pending:
+        yield from (fragments[i] for i in _hits(pending, expression, after=last))
+
+
+def _hits(batches: list[pa.RecordBatch], expression: pc.Expression, after: int) -> list[int]:
+    """Sorted indices (above `after`: a fragment may span two groups of batches, and is
+    yielded once) of the fragments with a matching row among the tagged batches."""
+    matching = pa.Table.from_batches(batches).filter(expression)[FRAGMENT_TAG]
+    return sorted(i for i in pc.unique(matching).to_pylist() if i > after)
+
+
+def _same(planned: ds.ParquetFileFragment, scanned: ds.Fragment) -> bool:
+    return planned.path == scanned.path and planned.row_groups[0].id == (
+        scanned.row_groups[0].id if scanned.row_groups else None
+    )
+
+
+def _scan(
+    dataset: ds.FileSystemDataset, fragments: list[ds.Fragment], columns: list[str], size: int
+) -> Iterator[pa.RecordBatch]:
+    subset = ds.FileSystemDataset(
+        fragments, dataset.schema, dataset.format, filesystem=dataset.filesystem
+    )
+    return subset.scanner(columns=columns, batch_size=size).to_batches()
+
+
+def _take(items: Iterator[ds.Fragment], n: int) -> list[ds.Fragment]:
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == n:
+            break
+    return chunk
