@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 
@@ -103,5 +104,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run() -> None:
+    """The `otel-delta` entry point: `main`, then exit without interpreter teardown.
+
+    By then every commit is done and the output is flushed here. Arrow's native thread pools
+    can abort the process (SIGABRT, "terminate called without an active exception") while the
+    interpreter tears down after a scan, turning a finished command into a failed one.
+    """
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
