@@ -7,11 +7,12 @@ time compare) and maps our typed errors to gRPC status codes in one table.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hmac
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -61,38 +62,40 @@ def _authorized(context: grpc.ServicerContext, token: str) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def _guarded(
+    servicer: ConnectorServicer, context: grpc.ServicerContext, name: str
+) -> Iterator[None]:
+    """The bearer-token check, then our errors mapped to status codes, around one RPC."""
+    if not _authorized(context, servicer.token):
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+    try:
+        yield
+    except OtelDeltaError as exc:
+        context.abort(status_of(exc), str(exc))
+    except Exception as exc:
+        log.exception("ConnectorService.%s failed", name)
+        context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+
 def _rpc(method: Callable) -> Callable:
-    """Auth check and error mapping around one RPC method (unary or server-streaming)."""
+    """A unary RPC method, guarded."""
 
     @functools.wraps(method)
     def wrapper(self: ConnectorServicer, request: Any, context: grpc.ServicerContext) -> Any:
-        if not _authorized(context, self.token):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-        try:
+        with _guarded(self, context, method.__name__):
             return method(self, request, context)
-        except OtelDeltaError as exc:
-            context.abort(status_of(exc), str(exc))
-        except Exception as exc:
-            log.exception("ConnectorService.%s failed", method.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
 
     return wrapper
 
 
 def _streaming(method: Callable) -> Callable:
-    """Like _rpc for a generator: errors while streaming are mapped too."""
+    """A server-streaming RPC method, guarded while it streams too."""
 
     @functools.wraps(method)
     def wrapper(self: ConnectorServicer, request: Any, context: grpc.ServicerContext) -> Any:
-        if not _authorized(context, self.token):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-        try:
+        with _guarded(self, context, method.__name__):
             yield from method(self, request, context)
-        except OtelDeltaError as exc:
-            context.abort(status_of(exc), str(exc))
-        except Exception as exc:
-            log.exception("ConnectorService.%s failed", method.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
 
     return wrapper
 
