@@ -22,10 +22,10 @@ log = logging.getLogger("otel_delta")
 async def serve(settings: Settings) -> None:
     bridge = Bridge(settings)
     port = await bridge.start()
-    assert bridge.receiver is not None
+    assert bridge.grpc is not None
     log.info(
         "otel-delta listening on %s (OTLP/gRPC), writing Delta tables to %s",
-        bridge.receiver.endpoint,
+        bridge.grpc.endpoint,
         settings.deltalake.resolved_table_path(),
     )
     stop = asyncio.Event()

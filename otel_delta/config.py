@@ -7,6 +7,7 @@ Any problem becomes a `ConfigError` whose message is one line naming the key.
 
 from __future__ import annotations
 
+import logging
 import os
 import tomllib
 from pathlib import Path
@@ -26,6 +27,19 @@ from otel_delta.tables import DEFAULT_PARTITION_BY, partitionable_columns
 
 DEFAULT_CONFIG_FILE = "deltalake.toml"
 MIB = 1024 * 1024
+log = logging.getLogger(__name__)
+
+# Keys of the connector TOML this file follows (../shared/seeds) that are accepted, validated
+# and ignored, so such a file loads; setting one logs a warning that it has no effect.
+COMPATIBILITY_KEYS: tuple[tuple[str, ...], ...] = (
+    ("deltalake", "table", "parallelism"),
+    ("deltalake", "table", "batch_size"),
+    ("deltalake", "operations", "streaming_enabled"),
+    ("deltalake", "schema", "strict_mode"),
+    ("deltalake", "schema", "allow_nullable"),
+    ("deltalake", "schema", "merge_schema"),
+    ("deltalake", "storage", "file_size_max"),
+)
 
 
 class Section(BaseModel):
@@ -72,8 +86,8 @@ class TableSettings(Section):
     maintenance_interval_seconds: float = Field(3600.0, ge=0)
     retention_days: int | None = Field(None, ge=0)  # drop date partitions older; None/0 = keep
     checkpoint_enabled: bool = True  # checkpoint + expired-log cleanup each round
-    parallelism: int = Field(4, gt=0)
-    batch_size: int = Field(10_000, gt=0)
+    parallelism: int = Field(4, gt=0)  # compatibility only (COMPATIBILITY_KEYS)
+    batch_size: int = Field(10_000, gt=0)  # compatibility only
 
 
 class OperationsSettings(Section):
@@ -82,7 +96,7 @@ class OperationsSettings(Section):
     upsert_enabled: bool = True
     delete_enabled: bool = True
     bulk_insert_enabled: bool = True
-    streaming_enabled: bool = True
+    streaming_enabled: bool = True  # compatibility only (COMPATIBILITY_KEYS)
     max_commit_retries: int = Field(15, ge=0)
     # which engine commits: "auto" sends appends of >= bulk_threshold_rows (and backfills) to
     # Spark and the rest to delta-rs; "delta-rs" / "spark" force one engine
@@ -94,6 +108,7 @@ class SchemaSettings(Section):
     """`[deltalake.schema]`: schema evolution policy of the connector API."""
 
     auto_evolution: bool = True
+    # compatibility only (COMPATIBILITY_KEYS): schema changes are always additive and nullable
     strict_mode: bool = False
     allow_nullable: bool = True
     merge_schema: bool = True
@@ -103,7 +118,7 @@ class StorageSettings(Section):
     """`[deltalake.storage]`: file sizes and object-store options (passed to delta-rs)."""
 
     file_size_target: int = Field(128 * MIB, gt=0)
-    file_size_max: int = Field(256 * MIB, gt=0)
+    file_size_max: int = Field(256 * MIB, gt=0)  # compatibility only (COMPATIBILITY_KEYS)
     min_file_size: int = Field(64 * MIB, gt=0)
     options: dict[str, str] = Field(default_factory=dict)
 
@@ -223,7 +238,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
         {"model_config": {**Settings.model_config, "toml_file": file if file.is_file() else None}},
     )
     try:
-        return file_settings()
+        settings = file_settings()
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config error: {file} is not valid TOML: {exc}") from None
     except ValidationError as exc:
@@ -232,3 +247,18 @@ def load_settings(path: str | Path | None = None) -> Settings:
         raise ConfigError(f"config error: {first}{more}") from None
     except SettingsError as exc:
         raise ConfigError(f"config error: {exc}".splitlines()[0]) from None
+    for key in compatibility_keys_set(settings):
+        log.warning("config: %s is accepted for compatibility but has no effect", key)
+    return settings
+
+
+def compatibility_keys_set(settings: BaseModel) -> list[str]:
+    """The COMPATIBILITY_KEYS given in the file or the environment (dotted names)."""
+    found = []
+    for path in COMPATIBILITY_KEYS:
+        model: Any = settings
+        for part in path[:-1]:
+            model = getattr(model, "schema_" if part == "schema" else part)
+        if path[-1] in model.model_fields_set:
+            found.append(".".join(path))
+    return found

@@ -15,6 +15,10 @@ class InvalidRequestError(OtelDeltaError):
     """An OTLP request could not be decoded at all (maps to gRPC INVALID_ARGUMENT)."""
 
 
+class RequestTooLargeError(OtelDeltaError):
+    """An OTLP request is larger than `receiver.max_receive_message_bytes` (not retryable)."""
+
+
 class BufferFullError(OtelDeltaError):
     """The ingest buffer is at its memory limit; the client should retry later (UNAVAILABLE)."""
 

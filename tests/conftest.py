@@ -22,7 +22,7 @@ def bridge(lakehouse: Path):
 @pytest.fixture(scope="session")
 def spark():
     """One local SparkSession for the whole run: a start costs ~10 s."""
-    from otel_delta.connector.spark_engine import size_for_local
+    from otel_delta.engines.spark import size_for_local
     from otel_delta.spark.session import spark_session
 
     session = spark_session(master="local[2]")

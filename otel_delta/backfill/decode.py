@@ -19,7 +19,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from otel_delta.receiver.signals import SIGNALS_BY_NAME, Signal
+from otel_delta.signals import SIGNALS_BY_NAME, Signal
 
 # top-level key of each request in OTLP/JSON (lowerCamelCase and the proto field name)
 SIGNAL_KEYS = {

@@ -15,15 +15,17 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
+from deltalake import Transaction
 
 from otel_delta.backfill import ledger
 from otel_delta.backfill.files import Format
 from otel_delta.backfill.plan import Loaded, PlannedFile
 from otel_delta.backfill.progress import Progress
 from otel_delta.backfill.stage import stage_file
+from otel_delta.engines.spark import SparkEngine, spark_schema
+from otel_delta.ipc import from_ipc, to_ipc
 from otel_delta.tables import TABLES
 from otel_delta.tables.schemas import DEAD_LETTERS
-from otel_delta.writer.spark import SparkWriter, spark_schema
 
 MAX_TASKS = 1000
 # A blob is one binary cell, copied whole into the JVM's row buffers: a few MiB each keeps a
@@ -43,13 +45,6 @@ STAGED = pa.schema(
         pa.field("ipc", pa.binary()),
     ]
 )
-
-
-def to_ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
 
 
 def staged_rows(path: str, sha256: str, fmt: Format) -> list[dict]:
@@ -95,16 +90,17 @@ def _stage_task(fmt: Format, files_done, rows_done) -> Callable:
 def _decode_blobs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         for blob in batch.column(0):
-            yield from pa.ipc.open_stream(blob.as_buffer()).read_all().to_batches()
+            yield from from_ipc(blob.as_buffer()).to_batches()
 
 
 def run_spark(
-    files: list[PlannedFile], fmt: Format, writer: SparkWriter, batch: str, progress: Progress
+    files: list[PlannedFile], fmt: Format, engine: SparkEngine, batch: str, progress: Progress
 ) -> Loaded:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    spark = writer.session
+    spark = engine.session
+    lakehouse = engine.lakehouse
     context = spark.sparkContext
     files_done, rows_done = context.accumulator(0), context.accumulator(0)
     paths = context.parallelize(
@@ -139,6 +135,7 @@ def run_spark(
         if row.table != STATS:
             per_table[row.table] = per_table.get(row.table, 0) + row.rows
     app = ledger.app_id(batch)
+    txn = Transaction(app, ledger.TXN_VERSION)
     batch_conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
     previous_batch = spark.conf.get(batch_conf)
     spark.conf.set(batch_conf, str(BLOBS_PER_ARROW_BATCH))
@@ -151,15 +148,14 @@ def run_spark(
                 .mapInArrow(_decode_blobs, spark_schema(schema))
             )
             if name == ledger.DEAD_LETTER_TABLE:
-                root, storage = writer.options.table_root, writer.options.storage_options
-                uri = ledger.ensure_aux_table(root, name, storage)
-                writer.save(name, uri, frame, app, ledger.TXN_VERSION)
+                uri = ledger.ensure_aux_table(lakehouse.root, name, lakehouse.storage)
+                engine.save(name, uri, frame, txn)
                 continue
             loaded.rows[name] = rows
-            if ledger.committed(writer.uri(name), app, writer.options.storage_options):
+            if ledger.committed(lakehouse.uri(name), app, lakehouse.storage):
                 loaded.skipped_commits.append(name)
                 continue
-            writer.append_frame(name, frame, app, ledger.TXN_VERSION)
+            engine.append_frame(name, frame, txn)
     finally:
         spark.conf.set(batch_conf, previous_batch)
         staged.unpersist()

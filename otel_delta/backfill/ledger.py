@@ -18,8 +18,8 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from otel_delta.lakehouse import table_uri
 from otel_delta.tables.schemas import BACKFILL_FILES, DEAD_LETTERS
-from otel_delta.writer.delta_rs import table_uri
 
 LEDGER_TABLE = "_backfill_files"
 DEAD_LETTER_TABLE = "_dead_letters"

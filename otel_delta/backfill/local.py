@@ -13,11 +13,11 @@ from otel_delta.backfill.files import Format
 from otel_delta.backfill.plan import Loaded, PlannedFile
 from otel_delta.backfill.progress import Progress
 from otel_delta.backfill.stage import stage_file
-from otel_delta.writer.delta_rs import DeltaRsWriter
+from otel_delta.engines import DeltaRsEngine
 
 
 def run_local(
-    files: list[PlannedFile], fmt: Format, writer: DeltaRsWriter, batch: str, progress: Progress
+    files: list[PlannedFile], fmt: Format, engine: DeltaRsEngine, batch: str, progress: Progress
 ) -> Loaded:
     loaded = Loaded()
     parts: dict[str, list[pa.Table]] = {}
@@ -31,17 +31,18 @@ def run_local(
         loaded.add_file(planned, staged.records, staged.rows, staged.rejected, len(staged.dead))
         progress.update(done, loaded.total_rows)
     app = ledger.app_id(batch)
-    storage = writer.options.storage_options
+    lakehouse = engine.lakehouse
+    storage = lakehouse.storage
     for name, tables in parts.items():
         data = pa.concat_tables(tables)
         loaded.rows[name] = data.num_rows
-        if ledger.committed(writer.uri(name), app, storage):
+        if ledger.committed(lakehouse.uri(name), app, storage):
             loaded.skipped_commits.append(name)
             continue
-        writer.append(name, data, Transaction(app, ledger.TXN_VERSION))
+        engine.append(name, data, Transaction(app, ledger.TXN_VERSION))
     if dead:
         ledger.append_once(
-            writer.options.table_root,
+            lakehouse.root,
             ledger.DEAD_LETTER_TABLE,
             pa.concat_tables(dead),
             app,

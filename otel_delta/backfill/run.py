@@ -11,11 +11,10 @@ from otel_delta.backfill import ledger
 from otel_delta.backfill.files import Format
 from otel_delta.backfill.plan import BackfillError, Loaded, plan
 from otel_delta.backfill.progress import Progress
-from otel_delta.bridge import writer_options
 from otel_delta.config import Settings
+from otel_delta.engines import DeltaRsEngine, EngineName, Engines
 from otel_delta.errors import OtelDeltaError
-from otel_delta.writer.delta_rs import DeltaRsWriter
-from otel_delta.writer.spark import SparkWriter
+from otel_delta.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +49,7 @@ def backfill(
     paths: list[str],
     fmt: Format = "auto",
     *,
-    engine: str | None = None,
+    engine: EngineName | None = None,
     session_factory: Callable | None = None,
     progress_stream: TextIO | None = None,
     show_progress: bool = True,
@@ -60,31 +59,24 @@ def backfill(
     The engine is `[deltalake.operations] engine`: `auto` and `spark` run on Spark
     (`[spark] master`), `delta-rs` converts in this process and commits with delta-rs.
     """
-    options = writer_options(settings)
-    engine = engine or settings.deltalake.operations.engine
-    engine = "spark" if engine == "auto" else engine
-    files, skipped = plan(paths, ledger.loaded_hashes(options.table_root, options.storage_options))
+    lakehouse = Lakehouse.from_settings(settings)
+    operations = settings.deltalake.operations
+    engines = Engines(lakehouse, operations.engine, operations.bulk_threshold_rows, session_factory)
+    chosen = engines.pick_bulk_load(engine)
+    files, skipped = plan(paths, ledger.loaded_hashes(lakehouse.root, lakehouse.storage))
     if not files:
-        return BackfillReport(engine, 0, skipped)
+        return BackfillReport(chosen.name, 0, skipped)
     batch = ledger.batch_id([f.sha256 for f in files])
     progress = Progress(len(files), progress_stream, show_progress)
-    if engine == "delta-rs":
+    if isinstance(chosen, DeltaRsEngine):
         from otel_delta.backfill.local import run_local
 
-        loaded = run_local(files, fmt, DeltaRsWriter(options), batch, progress)
+        loaded = run_local(files, fmt, chosen, batch, progress)
     else:
         from otel_delta.backfill.distributed import run_spark
 
-        if session_factory is None:
-
-            def session_factory():
-                from otel_delta.spark.session import spark_session
-
-                return spark_session(settings.spark)
-
-        writer = SparkWriter(options, session_factory)
         try:
-            loaded = run_spark(files, fmt, writer, batch, progress)
+            loaded = run_spark(files, fmt, engines.spark, batch, progress)
         except OtelDeltaError:
             raise
         except Exception as exc:  # Py4J/JVM errors: one line for the user, details in the log
@@ -95,13 +87,13 @@ def backfill(
             ) from exc
     progress.update(len(files), loaded.total_rows, final=True)
     ledger.append_once(
-        options.table_root,
+        lakehouse.root,
         ledger.LEDGER_TABLE,
         ledger.ledger_rows(loaded.files, batch),
         ledger.app_id(batch),
-        options.storage_options,
+        lakehouse.storage,
     )
-    return BackfillReport.of(engine, loaded, skipped)
+    return BackfillReport.of(chosen.name, loaded, skipped)
 
 
 def summary(report: BackfillReport, table_root: str) -> str:

@@ -3,6 +3,10 @@
 A request's `submit` returns only once every table it fed has committed, so an OK Export
 means the rows are durable and visible. Commits of one flush run in parallel across tables
 (delta-rs releases the GIL); the next flush's rows keep accumulating meanwhile.
+
+No commit holds more than `max_rows` rows: a group that would grow past it is sealed and a new
+one opened (and a single request larger than that is committed in slices), so the engine choice
+by size (`bulk_threshold_rows`) never moves live ingestion onto Spark by accident.
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from otel_delta.engines.base import TableWriter
 from otel_delta.errors import BufferFullError, CommitError, ShuttingDownError
 from otel_delta.tables import TABLES
-from otel_delta.writer.base import TableWriter
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,8 @@ class GroupCommitBuffer:
         self.max_bytes = max_bytes
         self.retry_after = retry_after_seconds
         self.stats = FlushStats()
-        self._pending: dict[str, _Pending] = {}
+        self._pending: dict[str, _Pending] = {}  # the open group of each table
+        self._sealed: list[tuple[str, _Pending]] = []  # full groups, committed next flush
         self._bytes = 0  # buffered + being committed
         self._wake = asyncio.Event()
         self._closing = False
@@ -88,6 +93,9 @@ class GroupCommitBuffer:
         futures = []
         for name, data in tables.items():
             pending = self._pending.get(name)
+            if pending is not None and pending.rows + data.num_rows > self.max_rows:
+                self._seal(name)
+                pending = None
             if pending is None:
                 pending = self._pending[name] = _Pending(loop.create_future())
             pending.batches.append(data)
@@ -96,45 +104,68 @@ class GroupCommitBuffer:
             self._bytes += data.nbytes
             futures.append(pending.future)
             if pending.rows >= self.max_rows:
-                self._wake.set()
+                self._seal(name)
         # shield: a client that disconnects must not cancel the commit others wait on
         await asyncio.gather(*(asyncio.shield(f) for f in futures))
+
+    def _seal(self, name: str) -> None:
+        """Close the table's open group: it is committed as it is at the next flush, now."""
+        self._sealed.append((name, self._pending.pop(name)))
+        self._wake.set()
 
     async def _run(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.flush_interval)
             self._wake.clear()
-            if self._pending:
+            if self._pending or self._sealed:
                 await self._flush()
-            if self._closing and not self._pending:
+            if self._closing and not self._pending and not self._sealed:
                 return
 
     async def _flush(self) -> None:
-        batch, self._pending = self._pending, {}
+        groups: dict[str, list[_Pending]] = {}
+        for name, pending in [*self._sealed, *self._pending.items()]:
+            groups.setdefault(name, []).append(pending)
+        self._sealed, self._pending = [], {}
         loop = asyncio.get_running_loop()
         commits = [
-            loop.run_in_executor(self._pool, self._commit, name, pending)
-            for name, pending in batch.items()
+            loop.run_in_executor(self._pool, self._commit_groups, name, pendings)
+            for name, pendings in groups.items()
         ]
-        for (_name, pending), outcome in zip(
-            batch.items(), await asyncio.gather(*commits, return_exceptions=True), strict=True
-        ):
-            self._bytes -= pending.nbytes
-            if isinstance(outcome, BaseException):
-                self.stats.failures += 1
-                error = outcome if isinstance(outcome, CommitError) else CommitError(str(outcome))
-                pending.future.set_exception(error)
-                pending.future.exception()  # mark retrieved: senders may have gone away
-            else:
-                self.stats.commits += 1
-                self.stats.rows += pending.rows
-                pending.future.set_result(None)
+        for pendings, outcomes in zip(groups.values(), await asyncio.gather(*commits), strict=True):
+            for pending, outcome in zip(pendings, outcomes, strict=True):
+                self._bytes -= pending.nbytes
+                if isinstance(outcome, Exception):
+                    self.stats.failures += 1
+                    if not isinstance(outcome, CommitError):
+                        outcome = CommitError(str(outcome))
+                    pending.future.set_exception(outcome)
+                    pending.future.exception()  # mark retrieved: senders may have gone away
+                else:
+                    self.stats.commits += outcome
+                    self.stats.rows += pending.rows
+                    pending.future.set_result(None)
 
-    def _commit(self, name: str, pending: _Pending) -> None:
+    def _commit_groups(self, name: str, pendings: list[_Pending]) -> list[Exception | int]:
+        """One table's groups, one after another (a table takes one commit at a time); per
+        group, the error or the number of commits it took."""
+        outcomes: list[Exception | int] = []
+        for pending in pendings:
+            try:
+                outcomes.append(self._commit(name, pending))
+            except Exception as exc:  # answered to this group's senders, the next group goes on
+                outcomes.append(exc)
+        return outcomes
+
+    def _commit(self, name: str, pending: _Pending) -> int:
         data = pa.concat_tables(pending.batches)
-        version = self.writer.append(name, data)
-        log.debug("committed %d rows to %s as version %d", data.num_rows, name, version)
+        starts = range(0, data.num_rows, self.max_rows)
+        for start in starts:
+            part = data.slice(start, self.max_rows)
+            version = self.writer.append(name, part)
+            log.debug("committed %d rows to %s as version %d", part.num_rows, name, version)
+        return len(starts)
 
     async def close(self) -> None:
         """Stop accepting rows, commit everything buffered, answer every waiter."""

@@ -8,7 +8,6 @@ spans.query().filter("service_name = 'checkout' AND duration_ns > 1e6").to_arrow
 
 from otel_delta.connector.config import DeltaConfig
 from otel_delta.connector.connector import DeltaLakeConnector
-from otel_delta.connector.engine import ENGINES, Engine
 from otel_delta.connector.predicates import Predicate, parse_predicate
 from otel_delta.connector.query import Query
 from otel_delta.connector.results import (
@@ -26,13 +25,14 @@ from otel_delta.connector.results import (
     VacuumResult,
 )
 from otel_delta.connector.table import Table
+from otel_delta.engines import ENGINES, EngineName
 
 __all__ = [
     "ENGINES",
     "DeleteResult",
     "DeltaConfig",
     "DeltaLakeConnector",
-    "Engine",
+    "EngineName",
     "HistoryEntry",
     "InsertResult",
     "OptimizeResult",

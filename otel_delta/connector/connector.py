@@ -6,15 +6,11 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
-
-from otel_delta.bridge import writer_options
 from otel_delta.config import Settings, load_settings
-from otel_delta.connector.engine import Engine, check_engine
+from otel_delta.engines import EngineName, Engines
 from otel_delta.errors import OtelDeltaError, TableNotFoundError
+from otel_delta.lakehouse import Lakehouse
 from otel_delta.tables import TABLES
-from otel_delta.writer.delta_rs import DeltaRsWriter, table_uri
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -25,48 +21,52 @@ if TYPE_CHECKING:
 class DeltaLakeConnector:
     """Opens the seven telemetry tables under `deltalake.table_path`.
 
-    engine: "delta-rs" (default, in-process) or "spark" for the heavy operations (merge, delete,
-    optimize, vacuum); every call also takes `engine=` to override. `spark` may be an existing
-    SparkSession; otherwise one is started on first use via otel_delta.spark.session.
+    engine: which engine runs writes and operations — `[deltalake.operations] engine` unless
+    given here ("auto": delta-rs in-process, Spark for merges and inserts of at least
+    `bulk_threshold_rows` rows; "delta-rs" or "spark" force one); every call also takes
+    `engine=` to override. `spark` may be an existing SparkSession; otherwise one is started on
+    first use from the `[spark]` settings.
     """
 
     def __init__(
         self,
         config: Settings | str | Path | None = None,
         *,
-        engine: Engine = "delta-rs",
+        engine: EngineName | None = None,
         spark: Any = None,
     ) -> None:
         if config is None or isinstance(config, str | Path):
             config = load_settings(config)
         self.config: Settings = config
-        self.engine: Engine = check_engine(engine)
-        self._spark = spark
-        self.writer = DeltaRsWriter(writer_options(config))
+        self.lakehouse = Lakehouse.from_settings(config)
+        operations = config.deltalake.operations
+        self.engines = Engines(
+            self.lakehouse,
+            engine if engine is not None else operations.engine,
+            operations.bulk_threshold_rows,
+            spark,
+        )
+
+    @property
+    def engine(self) -> EngineName:
+        """The default engine of this connector's calls."""
+        return self.engines.mode
 
     @property
     def root(self) -> str:
         """The lakehouse root every table lives under."""
-        return self.config.deltalake.resolved_table_path()
+        return self.lakehouse.root
 
     @property
     def storage_options(self) -> dict[str, str] | None:
-        return dict(self.config.deltalake.storage.options) or None
+        return self.lakehouse.storage
 
     def uri(self, name: str) -> str:
-        return table_uri(self.root, name)
+        return self.lakehouse.uri(name)
 
     def spark(self) -> Any:
-        """The SparkSession used by engine="spark" (started lazily, offline, with Delta jars)."""
-        from otel_delta.connector import spark_engine
-
-        if self._spark is None:
-            from otel_delta.spark.session import spark_session
-
-            self._spark = spark_session(self.config.spark)
-            spark_engine.size_for_local(self._spark)
-        spark_engine.use_codec(self._spark, self.config.deltalake.table.compression)
-        return self._spark
+        """The SparkSession of the Spark engine (started lazily, offline, with Delta jars)."""
+        return self.engines.spark.session
 
     def table(self, name: str) -> Table:
         """An existing telemetry table; TableNotFoundError if it is unknown or not created yet."""
@@ -74,41 +74,32 @@ class DeltaLakeConnector:
 
         if name not in TABLES:
             raise TableNotFoundError(name)
-        try:
-            handle = DeltaTable(self.uri(name), storage_options=self.storage_options)
-        except DeltaTableNotFound:
-            raise TableNotFoundError(name, self.uri(name)) from None
-        return Table(self, name, handle)
+        return Table(self, name, self.lakehouse.open_table(name))
 
     def get_or_create_table(self, name: str) -> Table:
-        """The table, created exactly as the bridge's writer creates it if it does not exist."""
+        """The table, created exactly as the bridge creates it if it does not exist."""
         from otel_delta.connector.table import Table
 
         if name not in TABLES:
             raise TableNotFoundError(name)
-        self.writer.open(name)  # the writer owns creation: same schema, partitions, properties
-        return Table(self, name, DeltaTable(self.uri(name), storage_options=self.storage_options))
+        return Table(self, name, self.lakehouse.create_table(name))
 
     def list_tables(self) -> list[str]:
         """Names of the telemetry tables that exist under the root, in schema order."""
-        found = []
-        for name in TABLES:
-            if DeltaTable.is_deltatable(self.uri(name), storage_options=self.storage_options):
-                found.append(name)
-        return found
+        return [name for name in TABLES if self.lakehouse.exists(name)]
 
     def delete_table(self, name: str) -> None:
         """Remove the table and all its files; TableNotFoundError if absent."""
         self.table(name)  # raises when missing
         uri = self.uri(name)
-        if "://" in uri and not uri.startswith("file://"):
+        if not self.lakehouse.is_local:
             raise OtelDeltaError(f"delete_table supports local lakehouses only, not {uri}")
         shutil.rmtree(uri.removeprefix("file://"))
-        self.writer.forget(name)
+        self.engines.delta_rs.forget(name)
 
     def forget_writer_handle(self, name: str) -> None:
-        """After a schema change: the writer reloads the table before its next append."""
-        self.writer.forget(name)
+        """After a schema change: the delta-rs engine reloads the table before its next append."""
+        self.engines.delta_rs.forget(name)
 
     def trace(self, trace_id: str) -> pa.Table:
         """All spans of one trace, sorted by start time (see Table.trace)."""

@@ -20,14 +20,14 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from otel_delta.errors import InvalidPredicateError
+from otel_delta.sql import Dialect, quote_identifier, quote_string
 
-Dialect = Literal["datafusion", "spark"]
 MAX_PREDICATE_LENGTH = 100_000
 MAX_DEPTH = 64
 
@@ -464,18 +464,6 @@ def leaves(node: Node) -> list[Leaf]:
 
 
 # --- rendering -------------------------------------------------------------------------------
-
-
-def quote_string(value: str, dialect: Dialect) -> str:
-    if dialect == "spark":  # Spark string literals process backslash escapes
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return "'" + value.replace("'", "''") + "'"
-
-
-def quote_identifier(name: str, dialect: Dialect) -> str:
-    if dialect == "spark":
-        return "`" + name.replace("`", "``") + "`"
-    return '"' + name.replace('"', '""') + '"'
 
 
 ARROW_UNITS = {"s": "Second", "ms": "Millisecond", "us": "Microsecond", "ns": "Nanosecond"}

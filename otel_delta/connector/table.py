@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import logging
 import re
-import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, WriterProperties
+from deltalake import DeltaTable
 from deltalake import Field as DeltaField
-from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake.exceptions import DeltaError
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
-from otel_delta.connector import maintenance, spark_engine
+from otel_delta.connector import maintenance
 from otel_delta.connector import upsert as upsert_ops
-from otel_delta.connector.engine import Engine, check_engine
 from otel_delta.connector.predicates import Column, Compare, Predicate, Value, parse_predicate
 from otel_delta.connector.pruning import file_stats
 from otel_delta.connector.query import Query, parse_timestamp
@@ -34,6 +31,7 @@ from otel_delta.connector.results import (
     UpsertResult,
     VacuumResult,
 )
+from otel_delta.engines import Engine, EngineName
 from otel_delta.errors import (
     CommitError,
     ConcurrentModificationError,
@@ -43,6 +41,7 @@ from otel_delta.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
+from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
 from otel_delta.tables.schemas import SCHEMA_VERSION_PROPERTY
 
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
     from otel_delta.config import DeltaLakeSettings
     from otel_delta.connector.connector import DeltaLakeConnector
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Records accepted by upsert/bulk_insert: dicts, Arrow, or OTLP Export*ServiceRequest(s).
@@ -118,8 +116,9 @@ class Table:
         """Parse and validate `where` against this table's schema."""
         return parse_predicate(where, self.schema)
 
-    def _engine(self, engine: Engine | None) -> Engine:
-        return check_engine(engine) if engine is not None else self.connector.engine
+    def _engine(self, engine: EngineName | None, rows: int | None = None) -> Engine:
+        """The engine of one call: `engine=` or the connector's, and the size of the write."""
+        return self.connector.engines.pick(rows, engine)
 
     def _allowed(self, operation: str) -> None:
         if not getattr(self._settings.operations, f"{operation}_enabled"):
@@ -128,22 +127,24 @@ class Table:
             )
 
     def _retrying(self, what: str, engine: Engine, run: Callable[[], T]) -> T:
-        """Run a commit; on a conflict reload and retry, then ConcurrentModificationError."""
-        conflicts: tuple[type[BaseException], ...] = (CommitFailedError,)
-        if engine == "spark":
-            conflicts += spark_engine.concurrent_errors()
-        attempts = max(1, self._settings.operations.max_commit_retries // 5 + 1)
-        for attempt in range(1, attempts + 1):
-            try:
-                return run()
-            except conflicts as exc:
-                if attempt == attempts:
-                    raise ConcurrentModificationError(
-                        self.name, self._safe_version(), attempt, str(exc).splitlines()[0]
-                    ) from exc
-                log.warning("%s on %s conflicted (attempt %d): %s", what, self.name, attempt, exc)
-                time.sleep(0.05 * 2**attempt)
-        raise AssertionError("unreachable")
+        """Run an operation; if its commit lost a race that the engine's own commit retries
+        could not settle, run it again on the new state; finally ConcurrentModificationError.
+
+        `max_commit_retries` is the one budget for lost races: delta-rs spends it rebasing a
+        commit, and every 5 of it buy one re-run of the whole operation here.
+        """
+        return retrying(
+            run,
+            attempts=self._settings.operations.max_commit_retries // 5 + 1,
+            retry_on=engine.conflicts(),
+            what=f"{what} on {self.name}",
+            give_up=self._conflict,
+        )
+
+    def _conflict(self, exc: BaseException, attempts: int) -> ConcurrentModificationError:
+        return ConcurrentModificationError(
+            self.name, self._safe_version(), attempts, str(exc).splitlines()[0]
+        )
 
     def _safe_version(self) -> int | None:
         try:
@@ -174,7 +175,7 @@ class Table:
         merge_key: Sequence[str] | None = None,
         dedupe: bool = True,
         *,
-        engine: Engine | None = None,
+        engine: EngineName | None = None,
     ) -> UpsertResult:
         """Merge records on `merge_key`: matching rows are replaced, new ones inserted.
 
@@ -185,87 +186,53 @@ class Table:
         such duplicates are an error of the engine when they match an existing row.
         """
         self._allowed("upsert")
-        engine = self._engine(engine)
         data = self._records(records)
-        keys = upsert_ops.merge_keys(self.name, data.schema, merge_key)
+        partitions = self.delta().metadata().partition_columns
+        keys = upsert_ops.merge_keys(self.name, data.schema, merge_key, partitions)
         dropped = 0
         if dedupe:
             data, dropped = upsert_ops.dedupe(data, keys)
+        chosen = self._engine(engine, data.num_rows)
         if data.num_rows == 0:
-            return UpsertResult(0, 0, dropped, self.version(), engine)
+            return UpsertResult(0, 0, dropped, self.version(), chosen.name)
+        condition = upsert_ops.merge_condition(keys, data, chosen.dialect, partitions)
+        inserted, updated = self._retrying(
+            "upsert", chosen, lambda: chosen.merge(self.name, data, condition)
+        )
+        return UpsertResult(inserted, updated, dropped, self.version(), chosen.name)
 
-        if engine == "spark":
-            condition = upsert_ops.merge_condition(keys, data, "spark")
-            spark = self.connector.spark()
-
-            def run() -> tuple[int, int]:
-                return spark_engine.upsert(spark, self.uri, data, condition)
-
-        else:
-            condition = upsert_ops.merge_condition(keys, data, "datafusion")
-
-            def run() -> tuple[int, int]:
-                metrics = (
-                    self.delta()
-                    .merge(
-                        data,
-                        condition,
-                        source_alias="s",
-                        target_alias="t",
-                        writer_properties=self._writer_properties(),
-                        commit_properties=self._commit_properties(),
-                    )
-                    .when_matched_update_all()
-                    .when_not_matched_insert_all()
-                    .execute()
-                )
-                return metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"]
-
-        inserted, updated = self._retrying("upsert", engine, run)
-        return UpsertResult(inserted, updated, dropped, self.version(), engine)
-
-    def bulk_insert(self, records: Records) -> InsertResult:
-        """Append records as one commit (no key check), exactly as the bridge's writer does."""
+    def bulk_insert(self, records: Records, *, engine: EngineName | None = None) -> InsertResult:
+        """Append records as one commit (no key check), exactly as the bridge does."""
         self._allowed("bulk_insert")
         data = self._records(records)
         if data.num_rows == 0:
             return InsertResult(0, self.version())
-        version = self._retrying("bulk_insert", "delta-rs", lambda: self._append(data))
+        chosen = self._engine(engine, data.num_rows)
+        try:  # the engine's append retries on its own; not again here
+            version = chosen.append(self.name, data)
+        except CommitError as exc:
+            if isinstance(exc.__cause__, chosen.conflicts()):
+                raise self._conflict(exc.__cause__, 1) from exc
+            raise
         return InsertResult(data.num_rows, version)
 
-    def _append(self, data: pa.Table) -> int:
-        try:
-            return self.connector.writer.append(self.name, data)
-        except CommitError as exc:
-            if isinstance(exc.__cause__, CommitFailedError):
-                raise exc.__cause__ from None
-            raise
-
-    def delete(self, where: str, *, engine: Engine | None = None) -> DeleteResult:
+    def delete(self, where: str, *, engine: EngineName | None = None) -> DeleteResult:
         """Delete the rows matching the validated condition; returns how many."""
         self._allowed("delete")
-        engine = self._engine(engine)
-        predicate = self.predicate(where)
-        if engine == "spark":
-            spark = self.connector.spark()
-            condition = predicate.to_sql("spark")
+        return self._delete(self.predicate(where), engine)
 
-            def run() -> int:
-                return spark_engine.delete(spark, self.uri, condition)
+    def expire(self, before: date, *, engine: EngineName | None = None) -> DeleteResult:
+        """Retention: delete every row dated before `before`. Governed by
+        `deltalake.table.retention_days` (scheduled maintenance calls it), not by
+        `operations.delete_enabled`, which gates user deletes. On a table partitioned by date
+        whole files go and none is rewritten."""
+        return self._delete(self.predicate(f"date < '{before.isoformat()}'"), engine)
 
-        else:
-            condition = predicate.to_sql("datafusion")
-
-            def run() -> int:
-                metrics = self.delta().delete(
-                    condition,
-                    writer_properties=self._writer_properties(),
-                    commit_properties=self._commit_properties(),
-                )
-                return int(metrics.get("num_deleted_rows", 0))
-
-        deleted = self._retrying("delete", engine, run)
-        return DeleteResult(deleted, self.version(), engine)
+    def _delete(self, predicate: Predicate, engine: EngineName | None) -> DeleteResult:
+        chosen = self._engine(engine)
+        condition = predicate.to_sql(chosen.dialect)
+        deleted = self._retrying("delete", chosen, lambda: chosen.delete(self.name, condition))
+        return DeleteResult(deleted, self.version(), chosen.name)
 
     def update_schema(self, columns: pa.Schema | Sequence[pa.Field] | pa.Field) -> SchemaChange:
         """Schema evolution: add new nullable columns. Changing or dropping one raises
@@ -300,7 +267,9 @@ class Table:
             return SchemaChange([], self.version())
         delta_fields = [DeltaField.from_arrow(f) for f in added]
         self._retrying(
-            "update_schema", "delta-rs", lambda: self.delta().alter.add_columns(delta_fields)
+            "update_schema",
+            self.connector.engines.delta_rs,  # schema changes are delta-rs's, whatever the engine
+            lambda: self.delta().alter.add_columns(delta_fields),
         )
         self.connector.forget_writer_handle(self.name)
         return SchemaChange([f.name for f in added], self.version())
@@ -386,11 +355,11 @@ class Table:
         z_order: Sequence[str] | None = None,
         *,
         target_size: int | None = None,
-        engine: Engine | None = None,
+        engine: EngineName | None = None,
     ) -> OptimizeResult:
         """Compact small files (and Z-order by columns); `where` may only name partition
         columns. A dataChange=false commit: concurrent appends are not disturbed."""
-        engine = self._engine(engine)
+        chosen = self._engine(engine)
         delta = self.delta()
         schema = pa.schema(delta.schema().to_arrow())
         partition_columns = list(delta.metadata().partition_columns)
@@ -401,28 +370,12 @@ class Table:
             filters = maintenance.partition_filters(predicate, partition_columns)
             maintenance.check_partitions_exist(self.name, predicate, delta)
         size = target_size or self._settings.storage.file_size_target
-        if engine == "spark":
-            spark = self.connector.spark()
-            where_sql = predicate.to_sql("spark") if predicate else None
-
-            def run() -> dict[str, Any]:
-                return spark_engine.optimize(spark, self.uri, where_sql, columns, size)
-
-        else:
-
-            def run() -> dict[str, Any]:
-                optimizer = self.delta().optimize
-                common = {
-                    "partition_filters": filters,
-                    "target_size": size,
-                    "writer_properties": self._writer_properties(),
-                    "commit_properties": self._commit_properties(),
-                }
-                if columns:
-                    return optimizer.z_order(columns, **common)
-                return optimizer.compact(**common)
-
-        metrics = self._retrying("optimize", engine, run)
+        where_sql = predicate.to_sql(chosen.dialect) if predicate else None
+        metrics: dict[str, Any] = self._retrying(
+            "optimize",
+            chosen,
+            lambda: chosen.optimize(self.name, where_sql, filters, columns, size),
+        )
         added, removed, partitions = maintenance.optimize_counts(metrics)
         return OptimizeResult(
             version=self.version(),
@@ -430,7 +383,7 @@ class Table:
             files_removed=removed,
             partitions_optimized=partitions,
             z_order=columns,
-            engine=engine,
+            engine=chosen.name,
             metrics=metrics,
         )
 
@@ -439,37 +392,26 @@ class Table:
         retention_hours: int | None = None,
         dry_run: bool = False,
         *,
-        engine: Engine | None = None,
+        engine: EngineName | None = None,
     ) -> VacuumResult:
         """Delete files no longer referenced and older than the retention (default from
         deltalake.table.retention_hours, 168). Files are returned relative to the table root."""
-        engine = self._engine(engine)
+        chosen = self._engine(engine)
         hours = self._settings.table.retention_hours if retention_hours is None else retention_hours
         if isinstance(hours, bool) or not isinstance(hours, int) or hours < 0:
             raise InvalidQueryError(
                 f"retention_hours must be a non-negative integer, got {hours!r}"
             )
-        if engine == "spark":
-            spark = self.connector.spark()
-            files = self._retrying(
-                "vacuum", engine, lambda: spark_engine.vacuum(spark, self.uri, hours, dry_run)
-            )
-        else:
-            files = self._retrying(
-                "vacuum",
-                engine,
-                lambda: self.delta().vacuum(
-                    retention_hours=hours,
-                    dry_run=dry_run,
-                    enforce_retention_duration=False,
-                    commit_properties=self._commit_properties(),
-                ),
-            )
+        files = self._retrying("vacuum", chosen, lambda: chosen.vacuum(self.name, hours, dry_run))
         relative = sorted(maintenance.relative_path(self.uri, f) for f in files)
-        return VacuumResult(relative, dry_run, hours, engine)
+        return VacuumResult(relative, dry_run, hours, chosen.name)
 
     def restore(
-        self, version: int | None = None, *, timestamp: datetime | str | None = None
+        self,
+        version: int | None = None,
+        *,
+        timestamp: datetime | str | None = None,
+        engine: EngineName | None = None,
     ) -> RestoreResult:
         """Make the table's current state that of an earlier version (a new commit)."""
         if (version is None) == (timestamp is None):
@@ -485,19 +427,18 @@ class Table:
             assert timestamp is not None
             target = parse_timestamp(timestamp)
             restored_to = self.delta_as_of(target).version()
+        chosen = self._engine(engine)
         try:
-            metrics = self._retrying(
-                "restore",
-                "delta-rs",
-                lambda: self.delta().restore(target, commit_properties=self._commit_properties()),
+            added, removed = self._retrying(
+                "restore", chosen, lambda: chosen.restore(self.name, target)
             )
         except DeltaError as exc:
             raise VersionNotFoundError(self.name, str(target)) from exc
         return RestoreResult(
             version=self.version(),
             restored_to=restored_to,
-            files_added=int(metrics.get("numRestoredFile", 0)),
-            files_removed=int(metrics.get("numRemovedFile", 0)),
+            files_added=added,
+            files_removed=removed,
         )
 
     def checkpoint(self) -> int:
@@ -518,14 +459,6 @@ class Table:
     def _log_files(self) -> int:
         log_dir = Path(maintenance.local_path(self.uri)) / "_delta_log"
         return sum(1 for p in log_dir.glob("*.json")) if log_dir.is_dir() else 0
-
-    # --- shared with the bridge's writer -------------------------------------------------------
-
-    def _writer_properties(self) -> WriterProperties:
-        return self.connector.writer.writer_properties
-
-    def _commit_properties(self) -> CommitProperties:
-        return CommitProperties(max_commit_retries=self._settings.operations.max_commit_retries)
 
 
 TRACE_ID = re.compile(r"[0-9a-fA-F]{32}")

@@ -9,11 +9,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from google.protobuf.message import Message
 
-from otel_delta.connector.predicates import Dialect, quote_identifier, sql_literal
+from otel_delta.connector.predicates import sql_literal
 from otel_delta.errors import InvalidRequestError, SchemaMismatchError
+from otel_delta.signals import signal_of_request
+from otel_delta.sql import Dialect, quote_identifier
 from otel_delta.tables import TABLES
-
-PARTITION_KEYS = ("service_name", "date")
 
 # Identity of a row per table. Metric points are identified by their attribute maps, which
 # cannot be merge-compared: those tables need an explicit merge_key.
@@ -26,25 +26,22 @@ MAX_PRUNING_VALUES = 1000  # above this many distinct partition values, let the 
 
 def otlp_to_arrow(table_name: str, request: Message) -> pa.Table:
     """Convert an OTLP Export*ServiceRequest with the bridge's own converters."""
-    from otel_delta.receiver.signals import SIGNALS
-
-    for signal in SIGNALS:
-        if isinstance(request, signal.request):
-            converted = signal.convert(request)
-            if converted.rejected.count:
-                raise InvalidRequestError(f"invalid request: {converted.rejected.error_message}")
-
-            data = converted.tables.get(table_name)
-            if data is None:
-                if signal.name == "metrics" and table_name.startswith("metrics_"):
-                    return TABLES[table_name].schema.empty_table()
-                raise SchemaMismatchError(
-                    f"a {type(request).__name__} has no rows for table {table_name}",
-                    expected=f"records for {table_name}",
-                    actual=type(request).__name__,
-                )
-            return data
-    raise InvalidRequestError(f"unsupported record type {type(request).__name__}")
+    signal = signal_of_request(request)
+    if signal is None:
+        raise InvalidRequestError(f"unsupported record type {type(request).__name__}")
+    converted = signal.convert(request)
+    if converted.rejected.count:
+        raise InvalidRequestError(f"invalid request: {converted.rejected.error_message}")
+    data = converted.tables.get(table_name)
+    if data is not None:
+        return data
+    if table_name in signal.tables:  # e.g. metrics of other types only
+        return TABLES[table_name].schema.empty_table()
+    raise SchemaMismatchError(
+        f"a {type(request).__name__} has no rows for table {table_name}",
+        expected=f"records for {table_name}",
+        actual=type(request).__name__,
+    )
 
 
 def to_arrow(records: Any, table_name: str, schema: pa.Schema) -> pa.Table:
@@ -135,8 +132,14 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def merge_keys(table_name: str, schema: pa.Schema, merge_key: Sequence[str] | str | None) -> list:
-    """The key columns, checked; partition columns always join the key (they prune the merge)."""
+def merge_keys(
+    table_name: str,
+    schema: pa.Schema,
+    merge_key: Sequence[str] | str | None,
+    partition_columns: Sequence[str],
+) -> list:
+    """The key columns, checked; the table's partition columns join a default key (they are
+    derived from the row, and prune the merge)."""
     if isinstance(merge_key, str):
         merge_key = [k.strip() for k in merge_key.split(",")]
     if merge_key is None:
@@ -163,7 +166,7 @@ def merge_keys(table_name: str, schema: pa.Schema, merge_key: Sequence[str] | st
                 f"merge key {key!r} must be a scalar column", expected="scalar", actual=str(type_)
             )
     if table_name in DEFAULT_MERGE_KEYS and merge_key == DEFAULT_MERGE_KEYS[table_name]:
-        keys = [k for k in PARTITION_KEYS if k in schema.names] + keys
+        keys = [k for k in partition_columns if k in schema.names and k not in keys] + keys
     return keys
 
 
@@ -181,7 +184,12 @@ def dedupe(data: pa.Table, keys: list[str]) -> tuple[pa.Table, int]:
 
 
 def merge_condition(
-    keys: list[str], source: pa.Table, dialect: Dialect, target: str = "t", origin: str = "s"
+    keys: list[str],
+    source: pa.Table,
+    dialect: Dialect,
+    partition_columns: Sequence[str],
+    target: str = "t",
+    origin: str = "s",
 ) -> str:
     """`t.k <=> s.k AND ...`, plus literal partition values of the batch so the engine prunes."""
     parts = []
@@ -194,7 +202,7 @@ def merge_condition(
             else f"{left} = {right}"
         )
     for key in keys:
-        if key not in PARTITION_KEYS:
+        if key not in partition_columns:
             continue
         values = pc.unique(source.column(key))
         if values.null_count or len(values) > MAX_PRUNING_VALUES or len(values) == 0:

@@ -1,7 +1,8 @@
 """The background maintainer: a thread that runs a maintenance round over every table.
 
 A thread (not the event loop) because delta-rs calls block; they release the GIL, so ingestion
-keeps its pace. Tables are opened through the connector API, with the server's settings.
+keeps its pace. Tables are opened through the connector API, with the server's settings (and
+engine: `[deltalake.operations] engine`).
 The first round runs one interval after start, then every interval; `stop` lets the round in
 progress finish (each step is bounded by the table's size).
 """
@@ -13,6 +14,7 @@ import threading
 from dataclasses import dataclass
 
 from otel_delta.config import Settings
+from otel_delta.connector import DeltaLakeConnector
 from otel_delta.errors import TableNotFoundError
 from otel_delta.maintenance.tasks import TablePolicy, TableReport, maintain_table
 from otel_delta.tables import TABLES
@@ -57,8 +59,6 @@ class Maintainer:
         self.totals: dict[str, TableTotals] = {}
         self._checkpointed: dict[str, int] = {}
         self._vacuumed: dict[str, set[str]] = {}
-        from otel_delta.connector import DeltaLakeConnector  # it imports the bridge: not at top
-
         self.connector = DeltaLakeConnector(policy.settings)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -82,8 +82,7 @@ def maintain_table(
         cutoff = today - dt.timedelta(days=policy.retention_days)
 
         def expire() -> None:
-            # partition-only predicate when partitioned by date: whole files go, none rewritten
-            report.expired_rows_deleted = table.delete(f"date < '{cutoff.isoformat()}'").deleted
+            report.expired_rows_deleted = table.expire(cutoff).deleted
 
         _step(report, "retention", expire)
 
@@ -115,11 +114,10 @@ def maintain_table(
     if policy.checkpoint:
 
         def checkpoint() -> None:
-            delta = table.delta()
-            if delta.version() == checkpointed_version:
+            if table.version() == checkpointed_version:
                 return
-            delta.create_checkpoint()
-            delta.cleanup_metadata()  # log entries older than delta.logRetentionDuration
+            table.checkpoint()
+            table.cleanup_log()  # log entries older than delta.logRetentionDuration
             report.checkpointed = True
 
         _step(report, "checkpoint", checkpoint)

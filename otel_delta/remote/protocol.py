@@ -8,9 +8,9 @@ from types import ModuleType
 import pyarrow as pa
 
 from otel_delta.errors import MissingDependencyError
+from otel_delta.ipc import from_ipc, ipc_stream
 
 CHUNK_BYTES = 1024 * 1024  # well under gRPC's default 4 MiB message limit
-IPC_END = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # end-of-stream marker of the Arrow IPC format
 
 
 def generated() -> tuple[ModuleType, ModuleType]:
@@ -26,16 +26,10 @@ def generated() -> tuple[ModuleType, ModuleType]:
 
 def ipc_chunks(schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
     """An Arrow IPC stream (schema, batches, end marker) cut into chunks of at most CHUNK_BYTES."""
-    yield from _cut(schema.serialize().to_pybytes())
-    for batch in batches:
-        yield from _cut(batch.serialize().to_pybytes())
-    yield IPC_END
-
-
-def _cut(data: bytes) -> Iterator[bytes]:
-    for start in range(0, len(data), CHUNK_BYTES):
-        yield data[start : start + CHUNK_BYTES]
+    for part in ipc_stream(schema, batches):
+        for start in range(0, len(part), CHUNK_BYTES):
+            yield part[start : start + CHUNK_BYTES]
 
 
 def read_ipc(chunks: Iterable[bytes]) -> pa.Table:
-    return pa.ipc.open_stream(b"".join(chunks)).read_all()
+    return from_ipc(b"".join(chunks))

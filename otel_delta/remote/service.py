@@ -2,7 +2,7 @@
 
 A synchronous gRPC server on its own thread pool and port: delta-rs calls block, and this keeps
 them off the bridge's event loop. Every call checks `authorization: Bearer <token>` (constant-
-time compare) and maps our typed errors to gRPC status codes in one table.
+time compare) and maps our typed errors to gRPC status codes through otel_delta.status.
 """
 
 from __future__ import annotations
@@ -18,39 +18,12 @@ from typing import Any
 
 import grpc
 
-from otel_delta.errors import (
-    ConcurrentModificationError,
-    ConfigError,
-    InvalidPredicateError,
-    MissingDependencyError,
-    OperationDisabledError,
-    OtelDeltaError,
-    PartitionNotFoundError,
-    SchemaMismatchError,
-    TableNotFoundError,
-    VersionNotFoundError,
-)
+from otel_delta.errors import InvalidPredicateError, OtelDeltaError
+from otel_delta.net import bind_insecure
 from otel_delta.remote.protocol import generated, ipc_chunks
+from otel_delta.status import status_of
 
 log = logging.getLogger(__name__)
-
-# first match wins: subclasses before their bases
-STATUS_OF: tuple[tuple[type[OtelDeltaError], grpc.StatusCode], ...] = (
-    (TableNotFoundError, grpc.StatusCode.NOT_FOUND),
-    (PartitionNotFoundError, grpc.StatusCode.NOT_FOUND),
-    (VersionNotFoundError, grpc.StatusCode.NOT_FOUND),
-    (InvalidPredicateError, grpc.StatusCode.INVALID_ARGUMENT),
-    (ConfigError, grpc.StatusCode.INVALID_ARGUMENT),
-    (SchemaMismatchError, grpc.StatusCode.FAILED_PRECONDITION),
-    (ConcurrentModificationError, grpc.StatusCode.ABORTED),
-    (OperationDisabledError, grpc.StatusCode.PERMISSION_DENIED),
-    (MissingDependencyError, grpc.StatusCode.UNIMPLEMENTED),
-    (OtelDeltaError, grpc.StatusCode.FAILED_PRECONDITION),
-)
-
-
-def status_of(error: OtelDeltaError) -> grpc.StatusCode:
-    return next(code for kind, code in STATUS_OF if isinstance(error, kind))
 
 
 def _authorized(context: grpc.ServicerContext, token: str) -> bool:
@@ -208,14 +181,7 @@ class ConnectorServer:
         self.port = 0
 
     def start(self) -> int:
-        try:
-            self.port = self._server.add_insecure_port(self.endpoint)
-        except RuntimeError as exc:
-            raise ConfigError(
-                f"connector_service.endpoint: cannot listen on {self.endpoint} ({exc})"
-            ) from None
-        if not self.port:
-            raise ConfigError(f"connector_service.endpoint: cannot listen on {self.endpoint}")
+        self.port = bind_insecure(self._server, self.endpoint, "connector_service.endpoint")
         self._server.start()
         return self.port
 

@@ -13,11 +13,11 @@ from otel_delta.backfill import ledger
 from otel_delta.backfill.ledger import DEAD_LETTER_TABLE, LEDGER_TABLE
 from otel_delta.backfill.run import backfill
 from otel_delta.config import Settings
-from otel_delta.receiver.signals import SIGNALS_BY_NAME
+from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.tables import TABLES
 from tests import corpus
 from tests.backfill.collector import otlp_json, write_json_lines, write_proto
-from tests.writer.test_spark import canonical
+from tests.engines.test_spark import canonical
 
 
 def settings(root: Path, engine: str) -> Settings:

@@ -10,17 +10,18 @@ import pytest
 
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.convert import spans_to_arrow
+from otel_delta.engines import DeltaRsEngine
 from otel_delta.errors import BufferFullError, CommitError, ShuttingDownError
-from otel_delta.writer.delta_rs import DeltaRsWriter, WriterOptions
+from otel_delta.lakehouse import Lakehouse
 from tests.helpers import read_table
 from tests.test_cli import one_span_request
 
 
-class RecordingWriter(DeltaRsWriter):
+class RecordingWriter(DeltaRsEngine):
     """The real writer, remembering how many rows each commit held."""
 
-    def __init__(self, options: WriterOptions) -> None:
-        super().__init__(options)
+    def __init__(self, lakehouse: Lakehouse) -> None:
+        super().__init__(lakehouse)
         self.commits: list[tuple[str, int]] = []
 
     def append(self, table_name: str, data: pa.Table) -> int:
@@ -45,7 +46,7 @@ def make_buffer(writer, **overrides) -> GroupCommitBuffer:
 
 
 def test_concurrent_requests_share_one_commit(tmp_path: Path) -> None:
-    writer = RecordingWriter(WriterOptions(table_root=str(tmp_path)))
+    writer = RecordingWriter(Lakehouse(str(tmp_path)))
 
     async def scenario() -> None:
         buffer = make_buffer(writer)
@@ -60,7 +61,7 @@ def test_concurrent_requests_share_one_commit(tmp_path: Path) -> None:
 
 
 def test_max_rows_commits_before_the_interval(tmp_path: Path) -> None:
-    writer = RecordingWriter(WriterOptions(table_root=str(tmp_path)))
+    writer = RecordingWriter(Lakehouse(str(tmp_path)))
 
     async def scenario() -> float:
         buffer = make_buffer(writer, flush_interval_seconds=60, max_rows=10)
@@ -77,7 +78,7 @@ def test_max_rows_commits_before_the_interval(tmp_path: Path) -> None:
 
 
 def test_memory_limit_refuses_new_rows(tmp_path: Path) -> None:
-    writer = RecordingWriter(WriterOptions(table_root=str(tmp_path)))
+    writer = RecordingWriter(Lakehouse(str(tmp_path)))
 
     async def scenario() -> None:
         buffer = make_buffer(writer, max_bytes=1, flush_interval_seconds=0.2)
@@ -100,7 +101,7 @@ def test_memory_limit_refuses_new_rows(tmp_path: Path) -> None:
 def test_failed_commit_fails_every_waiter(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    writer = DeltaRsWriter(WriterOptions(table_root=str(blocker), transient_retries=0))
+    writer = DeltaRsEngine(Lakehouse(str(blocker)), transient_retries=0)
 
     async def scenario() -> list:
         buffer = make_buffer(writer)
@@ -116,7 +117,7 @@ def test_failed_commit_fails_every_waiter(tmp_path: Path) -> None:
 
 
 def test_close_commits_everything_then_refuses(tmp_path: Path) -> None:
-    writer = RecordingWriter(WriterOptions(table_root=str(tmp_path)))
+    writer = RecordingWriter(Lakehouse(str(tmp_path)))
 
     async def scenario() -> None:
         buffer = make_buffer(writer, flush_interval_seconds=600)

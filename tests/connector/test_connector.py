@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from otel_delta.bridge import writer_options
 from otel_delta.config import Settings
 from otel_delta.connector import DeltaConfig, DeltaLakeConnector
+from otel_delta.engines import DeltaRsEngine
 from otel_delta.errors import (
     ConcurrentModificationError,
     ConfigError,
     OtelDeltaError,
     TableNotFoundError,
 )
+from otel_delta.lakehouse import Lakehouse
 from otel_delta.tables import TABLES
-from otel_delta.writer.delta_rs import DeltaRsWriter
 from tests.helpers import make_settings
 
 pytestmark = pytest.mark.e2e  # tables written by a real bridge (gRPC server)
@@ -80,7 +80,7 @@ def test_created_tables_match_what_the_bridge_creates(tmp_path: Path) -> None:
     for name in TABLES:
         lake.get_or_create_table(name)
     bridge_settings = make_settings(tmp_path / "by_bridge")
-    DeltaRsWriter(writer_options(bridge_settings)).open("spans")
+    DeltaRsEngine(Lakehouse.from_settings(bridge_settings)).open("spans")
     ours = DeltaTable(str(tmp_path / "by_connector" / "spans"))
     theirs = DeltaTable(str(tmp_path / "by_bridge" / "spans"))
     assert ours.schema() == theirs.schema()

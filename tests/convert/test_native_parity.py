@@ -30,8 +30,8 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 from otel_delta.convert import Converted, logs_to_arrow, spans_to_arrow
 from otel_delta.convert.native import IMPORT_ERROR, native_converter
 from otel_delta.errors import InvalidRequestError
-from otel_delta.receiver.decode import decode
-from otel_delta.receiver.signals import SIGNALS_BY_NAME
+from otel_delta.pipeline.decode import decode
+from otel_delta.signals import SIGNALS_BY_NAME
 from tests import corpus
 
 TRACES = SIGNALS_BY_NAME["traces"]

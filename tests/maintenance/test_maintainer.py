@@ -19,6 +19,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta import DeltaConfig, DeltaLakeConnector
 from otel_delta.config import Settings
+from otel_delta.errors import OperationDisabledError
 from otel_delta.maintenance import maintain_table
 from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.maintenance.tasks import TablePolicy, utc_today
@@ -107,15 +108,33 @@ def test_round_compacts_closed_partitions_only_expires_and_vacuums(tmp_path: Pat
     assert DeltaTable(uri).version() == report.version
 
 
-def test_a_failing_step_does_not_stop_the_others(tmp_path: Path) -> None:
-    # deletes disabled by config: retention cannot run, compaction/vacuum/checkpoint still do
-    table = spans_table(tmp_path, operations={"delete_enabled": False})
+def test_a_failing_step_does_not_stop_the_others(tmp_path: Path, monkeypatch) -> None:
+    # an injected storage fault in retention: compaction/vacuum/checkpoint still run
+    table = spans_table(tmp_path)
     commit_each(table, utc_today() - dt.timedelta(days=30), range(3))
+
+    def broken_expire(before: dt.date) -> None:
+        raise OSError("injected: object store unreachable")
+
+    monkeypatch.setattr(table, "expire", broken_expire)
     report = maintain_table(table, TablePolicy(retention_days=1, retention_hours=0))
     assert [e.split(":")[0] for e in report.errors] == ["retention"]
-    assert "delete_enabled" in report.errors[0]
+    assert "injected" in report.errors[0]
     assert report.files_compacted == 3 and report.files_vacuumed == 3 and report.checkpointed
     assert DeltaTable(table.uri).to_pyarrow_table().num_rows == 3
+
+
+def test_retention_runs_when_user_deletes_are_disabled(tmp_path: Path) -> None:
+    """delete_enabled gates user deletes; retention_days is its own switch (issue #10)."""
+    table = spans_table(tmp_path, operations={"delete_enabled": False})
+    commit_each(table, utc_today() - dt.timedelta(days=30), range(3))
+    commit_each(table, utc_today(), range(3, 5))
+    with pytest.raises(OperationDisabledError, match="delete_enabled"):
+        table.delete("service_name = 'svc'")
+    report = maintain_table(table, TablePolicy(retention_days=1, retention_hours=0))
+    assert report.errors == [] and report.expired_rows_deleted == 3
+    ids = sorted(DeltaTable(table.uri).to_pyarrow_table().column("span_id").to_pylist())
+    assert ids == [f"{i:016x}" for i in range(3, 5)]
 
 
 def test_policy_from_settings() -> None:

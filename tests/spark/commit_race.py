@@ -1,6 +1,6 @@
 """A bounded commit race on one table: delta-rs appends vs Spark appends and OPTIMIZE.
 
-delta-rs writers run as threads of the calling process (each with its own DeltaRsWriter, like
+delta-rs writers run as threads of the calling process (each with its own DeltaRsEngine, like
 separate bridges); Spark runs in a child process (its own JVM, so each race can use a different
 log store). Every append that returned without error is "acknowledged"; `check` then proves
 from the table (delta-rs and Spark reads) and from the log files that each one survived.
@@ -214,28 +214,29 @@ def run_race(
     gone (published: our store links in one step, there is no window to wait for).
     """
     from otel_delta.convert import spans_to_arrow
+    from otel_delta.engines import DeltaRsEngine
     from otel_delta.errors import CommitError
-    from otel_delta.writer.delta_rs import DeltaRsWriter, WriterOptions
+    from otel_delta.lakehouse import Lakehouse
     from tests.test_cli import one_span_request
 
     def rows(i: int):
         return spans_to_arrow(one_span_request(i)).tables[TABLE]
 
     table = root / TABLE
-    seed_version = DeltaRsWriter(WriterOptions(table_root=str(root))).append(TABLE, rows(1))
+    seed_version = DeltaRsEngine(Lakehouse(str(root))).append(TABLE, rows(1))
     delta_rs_acked: dict[str, int] = {span_hex(2): seed_version}
     delta_rs_errors: list[str] = []
     snipes: list[str] = []
     stop = threading.Event()
 
-    def append(writer: DeltaRsWriter, i: int, data) -> None:
+    def append(writer: DeltaRsEngine, i: int, data) -> None:
         try:
             delta_rs_acked[span_hex(i + 1)] = writer.append(TABLE, data)
         except CommitError as exc:
             delta_rs_errors.append(str(exc))
 
     def append_now_and_then(w: int) -> None:
-        writer = DeltaRsWriter(WriterOptions(table_root=str(root)))
+        writer = DeltaRsEngine(Lakehouse(str(root)))
         for k in range(background_appends):  # bounded, so Spark cannot be starved for ever
             if stop.wait(background_interval):
                 return
@@ -243,7 +244,7 @@ def run_race(
             append(writer, i, rows(i))
 
     def snipe_spark_commits() -> None:
-        writer = DeltaRsWriter(WriterOptions(table_root=str(root)))
+        writer = DeltaRsEngine(Lakehouse(str(root)))
         writer.open(TABLE)
         log_dir = table / "_delta_log"
         seen: set[str] = set()

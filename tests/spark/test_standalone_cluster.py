@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from otel_delta.receiver.signals import SIGNALS_BY_NAME
+from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.spark.standalone import spark_env, standalone_cluster
 from tests import corpus
 from tests.backfill.collector import write_json_lines, write_proto

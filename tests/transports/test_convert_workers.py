@@ -9,7 +9,7 @@ from otel_delta.convert.to_otlp import metrics_from_arrow
 from otel_delta.tables import TABLES
 from tests import corpus
 from tests.helpers import RunningBridge, make_settings, read_table
-from tests.receiver.test_bad_input import TRACE_EXPORT, span, trace_request
+from tests.transports.test_bad_input import TRACE_EXPORT, span, trace_request
 
 pytestmark = pytest.mark.e2e
 

@@ -15,13 +15,13 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
-import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from otel_delta.convert import Converted, Rejections
 from otel_delta.convert import native as native_convert
 from otel_delta.errors import ConfigError, InvalidRequestError
-from otel_delta.receiver.signals import SIGNALS_BY_NAME, Signal
+from otel_delta.ipc import from_ipc, to_ipc
+from otel_delta.signals import SIGNALS_BY_NAME, Signal
 
 
 def use_native(mode: str) -> bool:
@@ -49,13 +49,6 @@ def decode(signal: Signal, raw: bytes, native: bool = False) -> Converted:
     return signal.convert(request)
 
 
-def _to_ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
 def _decode_in_worker(
     signal_name: str, raw: bytes, native: bool
 ) -> tuple[dict[str, bytes], Rejections] | str:
@@ -64,7 +57,7 @@ def _decode_in_worker(
         converted = decode(SIGNALS_BY_NAME[signal_name], raw, native)
     except InvalidRequestError as exc:
         return str(exc)
-    return {name: _to_ipc(t) for name, t in converted.tables.items()}, converted.rejected
+    return {name: to_ipc(t) for name, t in converted.tables.items()}, converted.rejected
 
 
 def _warm_up() -> None:
@@ -102,7 +95,7 @@ class Decoder:
         if isinstance(outcome, str):
             raise InvalidRequestError(outcome)
         ipc, rejected = outcome
-        tables = {name: pa.ipc.open_stream(data).read_all() for name, data in ipc.items()}
+        tables = {name: from_ipc(data) for name, data in ipc.items()}
         return Converted(tables, rejected)
 
     def close(self) -> None:

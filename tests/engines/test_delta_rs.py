@@ -10,15 +10,16 @@ import pytest
 from deltalake import DeltaTable
 
 from otel_delta.convert import spans_to_arrow
+from otel_delta.engines import DeltaRsEngine
 from otel_delta.errors import CommitError
+from otel_delta.lakehouse import Lakehouse
 from otel_delta.tables.schemas import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
-from otel_delta.writer.delta_rs import DeltaRsWriter, WriterOptions
 from tests import corpus
 from tests.test_cli import one_span_request
 
 
 def test_table_is_created_with_partitions_properties_and_zstd(tmp_path: Path) -> None:
-    writer = DeltaRsWriter(WriterOptions(table_root=str(tmp_path)))
+    writer = DeltaRsEngine(Lakehouse(str(tmp_path)))
     writer.append("spans", spans_to_arrow(corpus.trace_request()).tables["spans"])
     table = DeltaTable(str(tmp_path / "spans"))
     metadata = table.metadata()
@@ -36,7 +37,7 @@ def test_table_is_created_with_partitions_properties_and_zstd(tmp_path: Path) ->
 
 
 def test_checkpoints_are_written_at_the_interval(tmp_path: Path) -> None:
-    writer = DeltaRsWriter(WriterOptions(table_root=str(tmp_path), checkpoint_interval=5))
+    writer = DeltaRsEngine(Lakehouse(str(tmp_path), checkpoint_interval=5))
     for i in range(1, 12):
         writer.append("spans", spans_to_arrow(one_span_request(i)).tables["spans"])
     log = tmp_path / "spans" / "_delta_log"
@@ -50,7 +51,7 @@ def test_checkpoints_are_written_at_the_interval(tmp_path: Path) -> None:
 
 def test_concurrent_writers_on_one_table_all_commit(tmp_path: Path) -> None:
     """Two writers (as two bridges would be) racing: conflict retry keeps every append."""
-    writers = [DeltaRsWriter(WriterOptions(table_root=str(tmp_path))) for _ in range(2)]
+    writers = [DeltaRsEngine(Lakehouse(str(tmp_path))) for _ in range(2)]
     writers[0].append("spans", spans_to_arrow(one_span_request(1000)).tables["spans"])
     errors: list[BaseException] = []
 
@@ -73,9 +74,9 @@ def test_concurrent_writers_on_one_table_all_commit(tmp_path: Path) -> None:
 
 
 def test_partitioning_mismatch_with_existing_table_is_an_error(tmp_path: Path) -> None:
-    DeltaRsWriter(WriterOptions(table_root=str(tmp_path))).append(
+    DeltaRsEngine(Lakehouse(str(tmp_path))).append(
         "spans", spans_to_arrow(one_span_request(1)).tables["spans"]
     )
-    other = DeltaRsWriter(WriterOptions(table_root=str(tmp_path), partition_by=("date",)))
+    other = DeltaRsEngine(Lakehouse(str(tmp_path), partition_by=("date",)))
     with pytest.raises(CommitError, match="partitioned by"):
         other.append("spans", spans_to_arrow(one_span_request(2)).tables["spans"])

@@ -18,11 +18,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from otel_delta.config import Settings
 from otel_delta.convert import native
 from otel_delta.errors import ConfigError
-from otel_delta.receiver.decode import use_native
+from otel_delta.pipeline.decode import use_native
 from tests import corpus
 from tests.convert.test_native_parity import deep, one_span_with, random_request
 from tests.helpers import RunningBridge, read_table
-from tests.receiver.test_bad_input import TRACE_EXPORT, span, trace_request
+from tests.transports.test_bad_input import TRACE_EXPORT, span, trace_request
 
 
 def test_modes() -> None:

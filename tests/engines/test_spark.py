@@ -8,10 +8,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from otel_delta.receiver.signals import SIGNALS_BY_NAME
+from otel_delta.engines import DeltaRsEngine, SparkEngine
+from otel_delta.lakehouse import Lakehouse
+from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.tables import TABLES
-from otel_delta.writer.delta_rs import DeltaRsWriter, WriterOptions
-from otel_delta.writer.spark import SparkWriter
 from tests import corpus
 
 pytestmark = pytest.mark.e2e
@@ -39,13 +39,13 @@ def canonical(table: pa.Table) -> pa.Table:
     return table.sort_by(sort_key(table))
 
 
-def spark_writer(root: Path, spark) -> SparkWriter:
-    return SparkWriter(WriterOptions(table_root=str(root)), lambda: spark)
+def spark_writer(root: Path, spark) -> SparkEngine:
+    return SparkEngine(Lakehouse(str(root)), lambda: spark)
 
 
 def test_spark_and_delta_rs_write_identical_tables(tmp_path: Path, spark) -> None:
     rs_root, spark_root = tmp_path / "rs", tmp_path / "spark"
-    rs, sp = DeltaRsWriter(WriterOptions(str(rs_root))), spark_writer(spark_root, spark)
+    rs, sp = DeltaRsEngine(Lakehouse(str(rs_root))), spark_writer(spark_root, spark)
     for name, data in corpus_tables().items():
         rs.append(name, data)
         assert sp.append(name, data) == 1  # version 0 is the create, 1 the append
@@ -84,7 +84,7 @@ def test_spark_files_are_zstd_parquet_with_int64_timestamps(tmp_path: Path, spar
 
 def test_table_written_by_both_engines_stays_usable_by_both(tmp_path: Path, spark) -> None:
     data = corpus_tables()["logs"]
-    rs, sp = DeltaRsWriter(WriterOptions(str(tmp_path))), spark_writer(tmp_path, spark)
+    rs, sp = DeltaRsEngine(Lakehouse(str(tmp_path))), spark_writer(tmp_path, spark)
     rs.append("logs", data)
     sp.append("logs", data)
     rs.append("logs", data)
@@ -106,7 +106,7 @@ def test_table_created_by_plain_spark_is_writable_by_delta_rs(tmp_path: Path, sp
     ).save(path)
     protocol = DeltaTable(path).protocol()
     assert protocol.reader_features is None or "deletionVectors" not in protocol.reader_features
-    rs = DeltaRsWriter(WriterOptions(str(tmp_path)))
+    rs = DeltaRsEngine(Lakehouse(str(tmp_path)))
     rs.append("spans", data)
     assert canonical(DeltaTable(path).to_pyarrow_table()).equals(
         canonical(pa.concat_tables([data, data]))

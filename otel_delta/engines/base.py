@@ -1,0 +1,85 @@
+"""The one interface both Delta engines implement, and the names that choose one.
+
+An engine commits to the telemetry tables of one `Lakehouse`: appends (the bridge's and the
+connector's inserts), merge, delete, optimize, vacuum and restore. Conditions reach it already
+rendered as SQL in its own `dialect` by the connector's predicate module, so engines never parse.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+import pyarrow as pa
+from deltalake import Transaction
+
+from otel_delta.errors import ConfigError
+from otel_delta.sql import Dialect
+
+# what `[deltalake.operations] engine` and every `engine=` argument accept
+EngineName = Literal["auto", "delta-rs", "spark"]
+ENGINES: tuple[str, ...] = ("auto", "delta-rs", "spark")
+
+
+def check_engine(name: str) -> EngineName:
+    if name not in ENGINES:
+        raise ConfigError(f"engine must be one of {list(ENGINES)}, got {name!r}")
+    return name  # type: ignore[return-value]
+
+
+class TableWriter(Protocol):
+    """What the group-commit buffer needs: one Delta commit per call."""
+
+    def append(self, table_name: str, data: pa.Table) -> int:
+        """Commit `data` to the table as one Delta transaction; return the committed version.
+
+        Must be safe to call from several threads for *different* tables at once.
+        Raises CommitError if the commit did not happen.
+        """
+        ...
+
+
+class Engine(TableWriter, Protocol):
+    name: Literal["delta-rs", "spark"]
+    dialect: Dialect  # the SQL dialect its conditions are written in
+
+    def append(  # type: ignore[override]
+        self, table_name: str, data: pa.Table, app_transaction: Transaction | None = None
+    ) -> int:
+        """One commit of `data`; with `app_transaction` (a Delta `txn` app id + version) a
+        commit already recorded under that id is not repeated."""
+        ...
+
+    def conflicts(self) -> tuple[type[BaseException], ...]:
+        """The exceptions that mean "lost a race with another writer": worth a retry."""
+        ...
+
+    def merge(self, table_name: str, source: pa.Table, condition: str) -> tuple[int, int]:
+        """MERGE source AS s INTO table AS t ON condition: update all matched, insert the rest;
+        returns (inserted, updated)."""
+        ...
+
+    def delete(self, table_name: str, condition: str) -> int:
+        """Delete the rows matching `condition`; returns how many."""
+        ...
+
+    def optimize(
+        self,
+        table_name: str,
+        where: str | None,
+        partition_filters: list[tuple[str, str, Any]] | None,
+        z_order: list[str],
+        target_size: int,
+    ) -> dict[str, Any]:
+        """Compact (or Z-order) files of the partitions selected by `where` (SQL in this
+        engine's dialect; delta-rs takes the same selection as `partition_filters`). Returns
+        the engine's metrics."""
+        ...
+
+    def vacuum(self, table_name: str, retention_hours: int, dry_run: bool) -> list[str]:
+        """Delete (or list) unreferenced files older than the retention; returns their paths."""
+        ...
+
+    def restore(self, table_name: str, target: int | datetime) -> tuple[int, int]:
+        """Make an earlier version current (a new commit); returns (files added, removed)."""
+        ...

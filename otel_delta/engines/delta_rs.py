@@ -1,0 +1,159 @@
+"""The delta-rs engine: in-process, no JVM; commits in milliseconds. It writes every live
+append of the bridge and, by default, runs the connector's operations."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+from typing import Any, Literal
+
+import pyarrow as pa
+from deltalake import DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError
+
+from otel_delta.errors import CommitError
+from otel_delta.lakehouse import Lakehouse
+from otel_delta.retry import retrying
+from otel_delta.tables import TABLES
+
+TRANSIENT_RETRIES = 3  # attempts after the first, for I/O errors and races delta-rs gave up on
+
+
+def with_evolved_columns(table: DeltaTable, data: pa.Table) -> pa.Table:
+    """`data` plus NULL columns for any nullable column added to the table since (schema
+    evolution through the connector), so appends keep working on an evolved table."""
+    schema = pa.schema(table.schema().to_arrow())
+    if len(schema) == data.num_columns:
+        return data
+    for column in schema:
+        if column.name not in data.column_names:
+            data = data.append_column(column, pa.nulls(data.num_rows, column.type))
+    return data
+
+
+class DeltaRsEngine:
+    """One cached delta-rs handle per table for appends (the log is then read incrementally);
+    every other operation opens the table afresh."""
+
+    name: Literal["delta-rs"] = "delta-rs"
+    dialect: Literal["datafusion"] = "datafusion"
+
+    def __init__(self, lakehouse: Lakehouse, transient_retries: int = TRANSIENT_RETRIES) -> None:
+        self.lakehouse = lakehouse
+        self.transient_retries = transient_retries
+        self._tables: dict[str, DeltaTable] = {}
+        self._locks = {name: threading.Lock() for name in TABLES}
+        self._writer_properties = lakehouse.writer_properties()
+
+    def uri(self, name: str) -> str:
+        return self.lakehouse.uri(name)
+
+    def forget(self, name: str) -> None:
+        """Drop the cached handle (e.g. after a schema change), so the next commit reloads."""
+        with self._locks[name]:
+            self._tables.pop(name, None)
+
+    def open(self, name: str) -> DeltaTable:
+        """The cached handle, creating the table if absent (see Lakehouse.create_table)."""
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = self.lakehouse.create_table(name)
+        return table
+
+    # --- appends ---------------------------------------------------------------------------
+
+    def append(
+        self, table_name: str, data: pa.Table, app_transaction: Transaction | None = None
+    ) -> int:
+        with self._locks[table_name]:
+            return retrying(
+                lambda: self._append_once(table_name, data, app_transaction),
+                attempts=self.transient_retries + 1,
+                retry_on=(CommitFailedError, DeltaError, OSError),
+                what=f"commit to {table_name}",
+                give_up=lambda exc, n: CommitError(
+                    f"commit to {table_name} failed after {n} attempts: {exc}"
+                ),
+                before_retry=lambda: self._tables.pop(table_name, None),  # reload the log
+            )
+
+    def _append_once(
+        self, table_name: str, data: pa.Table, app_transaction: Transaction | None
+    ) -> int:
+        table = self.open(table_name)
+        write_deltalake(
+            table,
+            with_evolved_columns(table, data),
+            mode="append",
+            target_file_size=self.lakehouse.target_file_size,
+            writer_properties=self._writer_properties,
+            commit_properties=self.lakehouse.commit_properties(app_transaction),
+            post_commithook_properties=PostCommitHookProperties(create_checkpoint=True),
+        )
+        return table.version()
+
+    # --- operations ------------------------------------------------------------------------
+
+    def conflicts(self) -> tuple[type[BaseException], ...]:
+        return (CommitFailedError,)
+
+    def _fresh(self, table_name: str) -> DeltaTable:
+        return self.lakehouse.open_table(table_name)
+
+    def merge(self, table_name: str, source: pa.Table, condition: str) -> tuple[int, int]:
+        metrics = (
+            self._fresh(table_name)
+            .merge(
+                source,
+                condition,
+                source_alias="s",
+                target_alias="t",
+                writer_properties=self._writer_properties,
+                commit_properties=self.lakehouse.commit_properties(),
+            )
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+        return metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"]
+
+    def delete(self, table_name: str, condition: str) -> int:
+        metrics = self._fresh(table_name).delete(
+            condition,
+            writer_properties=self._writer_properties,
+            commit_properties=self.lakehouse.commit_properties(),
+        )
+        return int(metrics.get("num_deleted_rows", 0))
+
+    def optimize(
+        self,
+        table_name: str,
+        where: str | None,
+        partition_filters: list[tuple[str, str, Any]] | None,
+        z_order: list[str],
+        target_size: int,
+    ) -> dict[str, Any]:
+        optimizer = self._fresh(table_name).optimize
+        common: dict[str, Any] = {
+            "partition_filters": partition_filters,
+            "target_size": target_size,
+            "writer_properties": self._writer_properties,
+            "commit_properties": self.lakehouse.commit_properties(),
+        }
+        if z_order:
+            return optimizer.z_order(z_order, **common)
+        return optimizer.compact(**common)
+
+    def vacuum(self, table_name: str, retention_hours: int, dry_run: bool) -> list[str]:
+        return self._fresh(table_name).vacuum(
+            retention_hours=retention_hours,
+            dry_run=dry_run,
+            enforce_retention_duration=False,  # the caller chose the retention explicitly
+            commit_properties=self.lakehouse.commit_properties(),
+        )
+
+    def restore(self, table_name: str, target: int | datetime) -> tuple[int, int]:
+        metrics = self._fresh(table_name).restore(
+            target, commit_properties=self.lakehouse.commit_properties()
+        )
+        return int(metrics.get("numRestoredFile", 0)), int(metrics.get("numRemovedFile", 0))

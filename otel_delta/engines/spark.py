@@ -1,0 +1,224 @@
+"""The Spark engine (delta-spark): for bulk writes and for tables beyond one machine.
+
+Tables are created by the same code as delta-rs's (Lakehouse.create_table), so schema,
+partitioning, description and properties are identical whichever engine wrote first; the
+session keeps deletion vectors and row tracking off, so delta-rs can go on writing them. The
+session is started on first use, never before: a bridge that never needs Spark starts no JVM.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+from deltalake import Transaction
+
+from otel_delta.errors import CommitError
+from otel_delta.lakehouse import Lakehouse
+from otel_delta.sql import quote_identifier
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+
+
+def spark_schema(schema: pa.Schema) -> Any:
+    """The Spark StructType of an Arrow schema (maps, lists, structs, UTC timestamps, dates)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+def size_for_local(spark: SparkSession) -> None:
+    """Delta rebuilds each snapshot with 50 partitions by default: right for a cluster, but on
+    a local session it makes every operation several times slower."""
+    partitions = max(2, spark.sparkContext.defaultParallelism * 2)
+    spark.conf.set(SNAPSHOT_PARTITIONS, str(partitions))
+
+
+class SparkEngine:
+    """The engine over a SparkSession: one given, or started from the lakehouse's `[spark]`
+    settings on first use."""
+
+    name: Literal["spark"] = "spark"
+    dialect: Literal["spark"] = "spark"
+
+    def __init__(
+        self,
+        lakehouse: Lakehouse,
+        session: SparkSession | Callable[[], SparkSession] | None = None,
+    ) -> None:
+        self.lakehouse = lakehouse
+        if session is None or callable(session):
+            self._factory: Callable[[], SparkSession] = session or lakehouse.spark_session
+            self._session: SparkSession | None = None
+        else:
+            self._factory = lambda: session  # type: ignore[assignment,return-value]
+            self._session = session  # type: ignore[assignment]
+        self._start_lock = threading.Lock()
+
+    @property
+    def session(self) -> SparkSession:
+        with self._start_lock:
+            if self._session is None:
+                self._session = self._factory()
+                if self._session.sparkContext.master.startswith("local"):
+                    size_for_local(self._session)
+            # Parquet as the bridge writes it (deltalake.table.compression), also for rewrites
+            codec = {"UNCOMPRESSED": "none"}.get(
+                self.lakehouse.compression, self.lakehouse.compression.lower()
+            )
+            self._session.conf.set("spark.sql.parquet.compression.codec", codec)
+            return self._session
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def uri(self, name: str) -> str:
+        return self.lakehouse.uri(name)
+
+    def _delta_table(self, table_name: str) -> Any:
+        from delta.tables import DeltaTable
+
+        return DeltaTable.forPath(self.session, self.uri(table_name))
+
+    def _path_sql(self, table_name: str) -> str:
+        return f"delta.{quote_identifier(self.uri(table_name), 'spark')}"
+
+    # --- appends ---------------------------------------------------------------------------
+
+    def append(
+        self, table_name: str, data: pa.Table, app_transaction: Transaction | None = None
+    ) -> int:
+        frame = self.session.createDataFrame(data)
+        return self.append_frame(table_name, frame, app_transaction)
+
+    def append_frame(
+        self,
+        table_name: str,
+        frame: DataFrame,
+        app_transaction: Transaction | None = None,
+        user_metadata: str | None = None,
+    ) -> int:
+        """One Delta commit of `frame` to a telemetry table (created first if absent)."""
+        self.lakehouse.create_table(table_name)
+        return self.save(table_name, self.uri(table_name), frame, app_transaction, user_metadata)
+
+    def save(
+        self,
+        label: str,
+        uri: str,
+        frame: DataFrame,
+        app_transaction: Transaction | None = None,
+        user_metadata: str | None = None,
+    ) -> int:
+        """Append `frame` to the existing Delta table at `uri`; returns the latest version.
+        With `app_transaction`, Delta skips the commit if that txn is already recorded."""
+        writer = (
+            frame.write.format("delta")
+            .mode("append")
+            .option("compression", self.lakehouse.compression.lower())
+            .option("parquet.compression.codec.zstd.level", str(self.lakehouse.compression_level))
+        )
+        if app_transaction is not None:
+            writer = writer.option("txnAppId", app_transaction.app_id)
+            writer = writer.option("txnVersion", str(app_transaction.version))
+        if user_metadata is not None:
+            writer = writer.option("userMetadata", user_metadata)
+        try:
+            writer.save(uri)
+        except Exception as exc:  # py4j / AnalysisException: surface as our error, one line
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CommitError(f"Spark commit to {label} failed: {first}") from exc
+        # read through delta-rs: no Spark job for a log read
+        from deltalake import DeltaTable
+
+        return DeltaTable(uri, storage_options=self.lakehouse.storage).version()
+
+    # --- operations ------------------------------------------------------------------------
+
+    def conflicts(self) -> tuple[type[BaseException], ...]:
+        from delta import exceptions as conflicts
+
+        return (
+            conflicts.DeltaConcurrentModificationException,
+            conflicts.ConcurrentWriteException,
+            conflicts.MetadataChangedException,
+            conflicts.ProtocolChangedException,
+            conflicts.ConcurrentAppendException,
+            conflicts.ConcurrentDeleteReadException,
+            conflicts.ConcurrentDeleteDeleteException,
+            conflicts.ConcurrentTransactionException,
+        )
+
+    def merge(self, table_name: str, source: pa.Table, condition: str) -> tuple[int, int]:
+        frame = self.session.createDataFrame(source)
+        metrics = (
+            self._delta_table(table_name)
+            .alias("t")
+            .merge(frame.alias("s"), condition)
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+            .collect()[0]
+        )
+        return int(metrics["num_inserted_rows"]), int(metrics["num_updated_rows"])
+
+    def delete(self, table_name: str, condition: str) -> int:
+        rows = self.session.sql(f"DELETE FROM {self._path_sql(table_name)} WHERE {condition}")
+        row = rows.collect()
+        return int(row[0]["num_affected_rows"]) if row else 0
+
+    def optimize(
+        self,
+        table_name: str,
+        where: str | None,
+        partition_filters: list[tuple[str, str, Any]] | None,
+        z_order: list[str],
+        target_size: int,
+    ) -> dict[str, Any]:
+        """OPTIMIZE [WHERE partition predicate] [ZORDER BY]; Delta's metrics as a dict."""
+        self.session.conf.set(OPTIMIZE_MAX_FILE_SIZE, str(target_size))
+        builder = self._delta_table(table_name).optimize()
+        if where:
+            builder = builder.where(where)
+        frame = builder.executeZOrderBy(*z_order) if z_order else builder.executeCompaction()
+        return frame.collect()[0]["metrics"].asDict(recursive=True)
+
+    def vacuum(self, table_name: str, retention_hours: int, dry_run: bool) -> list[str]:
+        """Spark lists the files only in a dry run, so list first, then vacuum."""
+        spark = self.session
+        previous = spark.conf.get(RETENTION_CHECK, "true")
+        previous_listing = spark.conf.get(LISTING_PARALLELISM, "10000")
+        spark.conf.set(RETENTION_CHECK, "false")  # the caller chose the retention explicitly
+        # VACUUM spreads its file listing over this many tasks (default 10000): far too many
+        # for one table directory on a small cluster
+        spark.conf.set(LISTING_PARALLELISM, str(max(8, spark.sparkContext.defaultParallelism * 4)))
+        try:
+            rows = spark.sql(
+                f"VACUUM {self._path_sql(table_name)} RETAIN {int(retention_hours)} HOURS DRY RUN"
+            ).collect()
+            files = [row["path"] for row in rows]
+            if not dry_run and files:
+                self._delta_table(table_name).vacuum(float(retention_hours))
+            return files
+        finally:
+            spark.conf.set(RETENTION_CHECK, previous)
+            spark.conf.set(LISTING_PARALLELISM, previous_listing)
+
+    def restore(self, table_name: str, target: int | datetime) -> tuple[int, int]:
+        table = self._delta_table(table_name)
+        if isinstance(target, datetime):
+            frame = table.restoreToTimestamp(target.isoformat())
+        else:
+            frame = table.restoreToVersion(target)
+        metrics = frame.collect()[0].asDict()
+        return int(metrics.get("num_restored_files", 0)), int(metrics.get("num_removed_files", 0))

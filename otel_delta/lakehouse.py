@@ -1,0 +1,158 @@
+"""The lakehouse's facts, in one place every part of otel-delta reads them from.
+
+Where the tables live (root URI and object-store options), how they are partitioned, how their
+Parquet is encoded and their commits retried, how a table is created (schema, partitioning,
+description, properties) and checked, and how a SparkSession for them is built. The receiver
+side, the engines, the connector, maintenance and backfill all take a `Lakehouse`; this module
+imports nothing of theirs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties
+from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
+
+from otel_delta.config import Settings, SparkSettings
+from otel_delta.errors import CommitError, TableNotFoundError
+from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES
+from otel_delta.tables.schemas import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def table_uri(root: str, name: str) -> str:
+    return f"{root.rstrip('/')}/{name}"
+
+
+@dataclass(frozen=True)
+class Lakehouse:
+    """Where and how the telemetry tables are stored (from `[deltalake]` and `[spark]`)."""
+
+    root: str
+    partition_by: tuple[str, ...] = DEFAULT_PARTITION_BY
+    storage_options: dict[str, str] = field(default_factory=dict)
+    compression: str = "ZSTD"
+    compression_level: int = 3
+    target_file_size: int = 128 * 1024 * 1024
+    checkpoint_interval: int = 100
+    max_commit_retries: int = 15
+    spark: SparkSettings = field(default_factory=SparkSettings)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Lakehouse:
+        lake = settings.deltalake
+        return cls(
+            root=lake.resolved_table_path(),
+            partition_by=tuple(lake.partition_by),
+            storage_options=dict(lake.storage.options),
+            compression=lake.table.compression,
+            compression_level=lake.table.compression_level,
+            target_file_size=lake.storage.file_size_target,
+            checkpoint_interval=lake.table.checkpoint_interval,
+            max_commit_retries=lake.operations.max_commit_retries,
+            spark=settings.spark,
+        )
+
+    # --- where -----------------------------------------------------------------------------
+
+    def uri(self, name: str) -> str:
+        """The URI of a table (telemetry or bookkeeping) under the root."""
+        return table_uri(self.root, name)
+
+    @property
+    def storage(self) -> dict[str, str] | None:
+        """Object-store options as delta-rs takes them (None when there are none)."""
+        return dict(self.storage_options) or None
+
+    @property
+    def is_local(self) -> bool:
+        return "://" not in self.root or self.root.startswith("file://")
+
+    # --- how files and commits are written --------------------------------------------------
+
+    def writer_properties(self) -> WriterProperties:
+        """How every engine encodes Parquet (appends and rewrites alike)."""
+        return WriterProperties(
+            compression=self.compression,  # type: ignore[arg-type]
+            compression_level=self.compression_level,
+        )
+
+    def commit_properties(self, app_transaction: Transaction | None = None) -> CommitProperties:
+        """delta-rs commit settings: the retry budget of a commit that lost a race, and an
+        optional Delta `txn` (app id + version) that makes a commit idempotent."""
+        return CommitProperties(
+            max_commit_retries=self.max_commit_retries,
+            app_transactions=[app_transaction] if app_transaction else None,
+        )
+
+    def table_properties(self) -> dict[str, str]:
+        return {
+            "delta.checkpointInterval": str(self.checkpoint_interval),
+            SCHEMA_VERSION_PROPERTY: str(SCHEMA_VERSION),
+        }
+
+    # --- tables ----------------------------------------------------------------------------
+
+    def open_table(self, name: str) -> DeltaTable:
+        """A delta-rs handle on an existing table; TableNotFoundError if it is absent."""
+        try:
+            return DeltaTable(self.uri(name), storage_options=self.storage)
+        except DeltaTableNotFound:
+            raise TableNotFoundError(name, self.uri(name)) from None
+
+    def exists(self, name: str) -> bool:
+        return DeltaTable.is_deltatable(self.uri(name), storage_options=self.storage)
+
+    def create_table(self, name: str) -> DeltaTable:
+        """The telemetry table `name`, created if absent, checked to be one we can write.
+
+        Whichever engine or process writes first, the table gets the same schema, partitioning,
+        description and properties; if another writer creates it at the same moment, theirs is
+        opened (mode="ignore").
+        """
+        try:
+            table = DeltaTable(self.uri(name), storage_options=self.storage)
+        except DeltaTableNotFound:
+            DeltaTable.create(
+                self.uri(name),
+                TABLES[name].schema,
+                mode="ignore",
+                partition_by=list(self.partition_by),
+                name=name,
+                description=TABLES[name].description,
+                configuration=self.table_properties(),
+                storage_options=self.storage,
+                raise_if_key_not_exists=False,  # our own schema-version property
+            )
+            table = DeltaTable(self.uri(name), storage_options=self.storage)
+        self.check_compatible(name, table)
+        return table
+
+    def check_compatible(self, name: str, table: DeltaTable) -> None:
+        """CommitError if this otel-delta must not write the table (newer schema version, or
+        partitioned differently from `deltalake.partition_by`)."""
+        metadata = table.metadata()
+        found = metadata.configuration.get(SCHEMA_VERSION_PROPERTY)
+        if found is not None and int(found) > SCHEMA_VERSION:
+            raise CommitError(
+                f"table {name} has schema version {found}, newer than this bridge's "
+                f"{SCHEMA_VERSION}: upgrade otel-delta"
+            )
+        partitions = tuple(metadata.partition_columns)
+        if partitions != self.partition_by:
+            raise CommitError(
+                f"table {name} is partitioned by {list(partitions)} but deltalake.partition_by "
+                f"is {list(self.partition_by)}"
+            )
+
+    # --- Spark -----------------------------------------------------------------------------
+
+    def spark_session(self, **overrides: Any) -> SparkSession:
+        """A SparkSession for these tables (`[spark]` settings; Delta jars from ./jars)."""
+        from otel_delta.spark.session import spark_session
+
+        return spark_session(self.spark, **overrides)

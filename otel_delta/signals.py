@@ -1,0 +1,86 @@
+"""The three OTLP signals, described once: everything that differs between traces, metrics and
+logs is data here, so the pipeline, the transports, backfill and the connector's upsert are one
+piece of code each, for all three.
+
+A new signal (e.g. profiles) is one more `Signal` entry plus its converter and tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2 as logs
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2 as metrics
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as trace
+
+from otel_delta.convert import Converted, logs_to_arrow, metrics_to_arrow, spans_to_arrow
+from otel_delta.tables import TABLES
+
+
+@dataclass(frozen=True)
+class Signal:
+    name: str  # "traces", "metrics", "logs" (also the converter workers' key)
+    tables: tuple[str, ...]  # the tables its rows go to
+    request: type[Message]  # Export<Signal>ServiceRequest
+    response: type[Message]  # Export<Signal>ServiceResponse
+    convert: Callable[[Message], Converted]  # the Python (reference) converter
+    rejected_field: str  # the counter in <Response>.partial_success
+    date_column: str  # the time (ns) the `date` partition of a row is taken from
+    grpc_service: str  # fully qualified gRPC service name
+
+    def response_for(self, rejected: int, error_message: str) -> Message:
+        """The Export response; `partial_success` is filled only when items were rejected."""
+        response = self.response()
+        if rejected or error_message:
+            partial = response.partial_success  # type: ignore[attr-defined]
+            setattr(partial, self.rejected_field, rejected)
+            partial.error_message = error_message
+        return response
+
+
+SIGNALS: tuple[Signal, ...] = (
+    Signal(
+        name="traces",
+        tables=("spans",),
+        request=trace.ExportTraceServiceRequest,
+        response=trace.ExportTraceServiceResponse,
+        convert=spans_to_arrow,  # type: ignore[arg-type]
+        rejected_field="rejected_spans",
+        date_column="start_time_unix_nano",
+        grpc_service="opentelemetry.proto.collector.trace.v1.TraceService",
+    ),
+    Signal(
+        name="metrics",
+        tables=tuple(name for name in TABLES if name.startswith("metrics_")),
+        request=metrics.ExportMetricsServiceRequest,
+        response=metrics.ExportMetricsServiceResponse,
+        convert=metrics_to_arrow,  # type: ignore[arg-type]
+        rejected_field="rejected_data_points",
+        date_column="time_unix_nano",
+        grpc_service="opentelemetry.proto.collector.metrics.v1.MetricsService",
+    ),
+    Signal(
+        name="logs",
+        tables=("logs",),
+        request=logs.ExportLogsServiceRequest,
+        response=logs.ExportLogsServiceResponse,
+        convert=logs_to_arrow,  # type: ignore[arg-type]
+        rejected_field="rejected_log_records",
+        date_column="time_unix_nano",  # observed_time_unix_nano when 0
+        grpc_service="opentelemetry.proto.collector.logs.v1.LogsService",
+    ),
+)
+
+SIGNALS_BY_NAME = {signal.name: signal for signal in SIGNALS}
+
+
+def signal_of_request(request: Message) -> Signal | None:
+    """The signal an Export*ServiceRequest belongs to (None for any other message)."""
+    return next((s for s in SIGNALS if isinstance(request, s.request)), None)
+
+
+def signal_of_table(table_name: str) -> Signal:
+    """The signal whose rows a table holds."""
+    return next(s for s in SIGNALS if table_name in s.tables)

@@ -1,0 +1,102 @@
+"""Our errors as transport status codes: the one table both gRPC and HTTP answers come from.
+
+Every failure a caller can see is one of our error types (otel_delta.errors); this module maps
+each to a gRPC status code and an HTTP status, following the OTLP specification for the
+receiver (UNAVAILABLE / 503 are retryable and carry a retry delay; INVALID_ARGUMENT / 400 are
+not) and google.rpc's code ↔ HTTP mapping for the rest. Anything else is INTERNAL / 500.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf.any_pb2 import Any
+from google.protobuf.duration_pb2 import Duration
+from google.rpc import status_pb2
+from google.rpc.error_details_pb2 import RetryInfo
+
+from otel_delta.errors import (
+    BufferFullError,
+    CommitError,
+    ConcurrentModificationError,
+    ConfigError,
+    InvalidPredicateError,
+    InvalidRequestError,
+    MissingDependencyError,
+    OperationDisabledError,
+    OtelDeltaError,
+    PartitionNotFoundError,
+    RequestTooLargeError,
+    SchemaMismatchError,
+    ShuttingDownError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+
+
+@dataclass(frozen=True)
+class Status:
+    grpc: grpc.StatusCode
+    http: int
+    retryable: bool = False
+
+
+# first match wins: subclasses before their bases
+STATUS_OF: tuple[tuple[type[OtelDeltaError], Status], ...] = (
+    # the OTLP receiver
+    (InvalidRequestError, Status(grpc.StatusCode.INVALID_ARGUMENT, 400)),
+    (RequestTooLargeError, Status(grpc.StatusCode.RESOURCE_EXHAUSTED, 413)),
+    (BufferFullError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
+    (ShuttingDownError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
+    (CommitError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
+    # the connector's operations
+    (TableNotFoundError, Status(grpc.StatusCode.NOT_FOUND, 404)),
+    (PartitionNotFoundError, Status(grpc.StatusCode.NOT_FOUND, 404)),
+    (VersionNotFoundError, Status(grpc.StatusCode.NOT_FOUND, 404)),
+    (InvalidPredicateError, Status(grpc.StatusCode.INVALID_ARGUMENT, 400)),
+    (ConfigError, Status(grpc.StatusCode.INVALID_ARGUMENT, 400)),
+    (SchemaMismatchError, Status(grpc.StatusCode.FAILED_PRECONDITION, 400)),
+    (ConcurrentModificationError, Status(grpc.StatusCode.ABORTED, 409)),
+    (OperationDisabledError, Status(grpc.StatusCode.PERMISSION_DENIED, 403)),
+    (MissingDependencyError, Status(grpc.StatusCode.UNIMPLEMENTED, 501)),
+    (OtelDeltaError, Status(grpc.StatusCode.FAILED_PRECONDITION, 400)),
+)
+INTERNAL = Status(grpc.StatusCode.INTERNAL, 500)
+
+
+def status_for(error: BaseException) -> Status:
+    """The status of any exception: ours by type, anything else INTERNAL."""
+    if isinstance(error, OtelDeltaError):
+        return next(status for kind, status in STATUS_OF if isinstance(error, kind))
+    return INTERNAL
+
+
+def status_of(error: OtelDeltaError) -> grpc.StatusCode:
+    """The gRPC status code of one of our errors."""
+    return status_for(error).grpc
+
+
+def retry_info(retry_after_seconds: float) -> RetryInfo:
+    seconds = int(retry_after_seconds)
+    return RetryInfo(
+        retry_delay=Duration(seconds=seconds, nanos=int((retry_after_seconds - seconds) * 1e9))
+    )
+
+
+def retry_metadata(message: str, retry_after_seconds: float) -> tuple[tuple[str, bytes], ...]:
+    """gRPC trailers that tell an exporter how long to back off, per the OTLP spec.
+
+    Both the standard rich-status trailer (read by the Collector's Go exporters) and the bare
+    `google.rpc.retryinfo-bin` trailer (read by the Python SDK exporter) are sent.
+    """
+    info = retry_info(retry_after_seconds)
+    detail = Any()
+    detail.Pack(info)
+    status = status_pb2.Status(
+        code=grpc.StatusCode.UNAVAILABLE.value[0], message=message, details=[detail]
+    )
+    return (
+        ("grpc-status-details-bin", status.SerializeToString()),
+        ("google.rpc.retryinfo-bin", info.SerializeToString()),
+    )

@@ -1,0 +1,5 @@
+"""The front doors: transports that carry OTLP requests to the pipeline and its answers back."""
+
+from otel_delta.transports.grpc import GrpcTransport
+
+__all__ = ["GrpcTransport"]
