@@ -1,6 +1,6 @@
 """Backfill benchmark: the same collector files loaded by the delta-rs path and by Spark.
 
-Builds realistic trace requests (bench.ingest's generator), writes them as the collector's
+Builds realistic trace requests (bench.common's generator), writes them as the collector's
 file exporter does (`format: proto`: 4-byte big-endian length + message), then loads them into
 fresh lakehouses with:
 
@@ -17,23 +17,18 @@ and reported on its own), checked against the rows written. Run from the reposit
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from deltalake import DeltaTable
-
-from bench.ingest import build_payloads
+from bench.common import RESULTS_DIR, build_payloads, count_rows, machine, workdir, write_results
 from otel_delta.backfill.run import backfill
 from otel_delta.config import Settings, SparkSettings
 from otel_delta.spark.session import spark_session
 from otel_delta.spark.standalone import spark_env, standalone_cluster
 
-RESULTS_FILE = Path(__file__).resolve().parent / "results" / "backfill-latest.json"
+RESULTS_FILE = RESULTS_DIR / "backfill-latest.json"
 
 
 def write_files(folder: Path, spans: int, spans_per_request: int, files: int) -> list[str]:
@@ -59,7 +54,7 @@ def load(name: str, lake: Path, files: list[str], spans: int, **kwargs) -> dict:
     started = time.perf_counter()
     report = backfill(settings(lake, engine), files, show_progress=False, **kwargs)
     seconds = time.perf_counter() - started
-    stored = DeltaTable(str(lake / "spans")).count()
+    stored = count_rows(lake)
     if stored != spans or report.rows.get("spans") != spans:
         raise SystemExit(f"{name}: {stored} spans stored, {spans} expected")
     print(f"{name:<18} {seconds:8.2f} s {spans / seconds:>12,.0f} rows/s", flush=True)
@@ -85,16 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         "spans": args.spans,
         "files": args.files,
         "spans_per_request": args.spans_per_request,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_average_at_start": os.getloadavg()[0],  # other work on the machine skews all
-        },
+        # other work on the machine skews all
+        "machine": machine(load_average_at_start=os.getloadavg()[0]),
         "loads": {},
         "spark_session_start_seconds": {},
     }
-    with tempfile.TemporaryDirectory(prefix="otel-delta-bench-") as tmp:
-        work = Path(tmp)
+    with workdir() as work:
         (work / "in").mkdir()
         files = write_files(work / "in", args.spans, args.spans_per_request, args.files)
         size = sum(Path(f).stat().st_size for f in files)
@@ -125,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                     session_factory=lambda: session,
                 )
                 session.stop()
-    RESULTS_FILE.parent.mkdir(exist_ok=True)
-    RESULTS_FILE.write_text(json.dumps(results, indent=2) + "\n")
+    write_results(results, RESULTS_FILE)
     print(f"wrote {RESULTS_FILE}")
     return 0
 

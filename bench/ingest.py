@@ -8,7 +8,9 @@ Two measurements on the same pre-built OTLP trace requests:
 2. *Limit*: in this process, protobuf parse + Parquet zstd encode of the same data: roughly the
    least work any OTLP → Parquet bridge must do. Conversion is timed separately and excluded.
 
-The ratio bridge/limit is what we track (target: 40%). Run from the repository root:
+The ratio bridge/limit is what we track (target: 40%). The limit is `bench.limit`'s, the
+conversion profile (`--profile-convert`) `bench.convert_profile`'s; the workload, the bridge
+process and the clients are in `bench.common`. Run from the repository root:
 
     .venv/bin/python -m bench.ingest --spans 100000
 """
@@ -16,563 +18,38 @@ The ratio bridge/limit is what we track (target: 40%). Run from the repository r
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
-import json
 import os
 import platform
-import pstats
-import queue
-import random
-import re
-import resource
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-from collections import Counter, deque
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
-import grpc
-import numpy as np
-import psutil
-import pyarrow as pa
-import pyarrow.parquet as pq
-from deltalake import DeltaTable
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
+from bench.common import (
+    MIB,
+    REPO_ROOT,
+    RESULTS_DIR,
+    BridgeProcess,
+    Fact,
+    Ingest,
+    Payload,
+    Rate,
+    ServerStats,
+    build_payloads,
+    count_rows,
+    drive,
+    git_commit,
+    machine,
+    rate_table,
+    workdir,
+    write_results,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+from bench.convert_profile import profile_convert
+from bench.limit import Baseline, baseline_json, payloads_line, rate_rows, run_baseline
 
-from otel_delta.convert import spans_to_arrow
-from otel_delta.convert.native import native_converter
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS_FILE = Path(__file__).resolve().parent / "results" / "ingest-latest.json"
-EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+RESULTS_FILE = RESULTS_DIR / "ingest-latest.json"
 TARGET_RATIO = 0.40
-RSS_SAMPLE_SECONDS = 0.05
-SERVER_START_SECONDS = 60.0
-SERVER_STOP_SECONDS = 60.0
-MIB = 1024 * 1024
-
-# --------------------------------------------------------------------------- workload
-
-SERVICES = ("frontend", "checkout", "cart", "payment", "catalog")
-ROUTES = ("/api/cart", "/api/checkout", "/api/products/{id}", "/api/users/{id}", "/health")
-METHODS = ("GET", "GET", "GET", "POST", "PUT", "DELETE")
-STATUS_CODES = (200, 200, 200, 200, 201, 204, 304, 400, 404, 500)
-PEERS = ("cart.svc.cluster.local", "payment.svc.cluster.local", "postgres.db.internal")
-DB_SYSTEMS = ("postgresql", "redis", "mysql", "mongodb")
-DB_STATEMENTS = (
-    "SELECT id, name, price FROM products WHERE id = $1",
-    "UPDATE carts SET updated_at = now() WHERE user_id = $1",
-    "INSERT INTO orders (user_id, total) VALUES ($1, $2) RETURNING id",
-)
-KINDS = (Span.SPAN_KIND_SERVER, Span.SPAN_KIND_CLIENT, Span.SPAN_KIND_INTERNAL)
-SPANS_PER_TRACE = 8
-SCOPE = InstrumentationScope(name="opentelemetry.instrumentation.asgi", version="0.52b0")
-SCHEMA_URL = "https://opentelemetry.io/schemas/1.26.0"
-
-
-@dataclass(frozen=True)
-class Payload:
-    """One serialized ExportTraceServiceRequest and how many spans it carries."""
-
-    data: bytes
-    spans: int
-
-
-def _kv(key: str, value: str | int | float | bool) -> KeyValue:
-    """A KeyValue with the AnyValue field matching the Python type (bool before int)."""
-    if isinstance(value, bool):
-        return KeyValue(key=key, value=AnyValue(bool_value=value))
-    if isinstance(value, int):
-        return KeyValue(key=key, value=AnyValue(int_value=value))
-    if isinstance(value, float):
-        return KeyValue(key=key, value=AnyValue(double_value=value))
-    return KeyValue(key=key, value=AnyValue(string_value=value))
-
-
-def _resource(index: int, service: str) -> Resource:
-    """~8 attributes, as an SDK plus k8s resource detectors would report them."""
-    attrs = {
-        "service.name": service,
-        "service.version": f"1.{index}.3",
-        "service.namespace": "shop",
-        "service.instance.id": f"{service}-7f9c{index}d-x{index}k2q",
-        "deployment.environment": "production",
-        "host.name": f"node-{index:02d}.eu-west-1.compute.internal",
-        "telemetry.sdk.language": "python",
-        "telemetry.sdk.version": "1.45.2",
-    }
-    return Resource(attributes=[_kv(k, v) for k, v in attrs.items()])
-
-
-def _span_attributes(rng: random.Random) -> list[KeyValue]:
-    """10 attributes: 6 strings, 2 ints, 1 double, 1 bool (the common HTTP + DB mix)."""
-    attrs: dict[str, str | int | float | bool] = {
-        "http.method": rng.choice(METHODS),
-        "http.route": rng.choice(ROUTES),
-        "http.status_code": rng.choice(STATUS_CODES),
-        "net.peer.name": rng.choice(PEERS),
-        "net.peer.port": rng.choice((5432, 6379, 8080, 443)),
-        "db.system": rng.choice(DB_SYSTEMS),
-        "db.statement": rng.choice(DB_STATEMENTS),
-        "user_agent.original": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36",
-        "app.queue.wait_ms": round(rng.random() * 50, 3),
-        "app.cache.hit": rng.random() < 0.7,
-    }
-    return [_kv(k, v) for k, v in attrs.items()]
-
-
-def _span(rng: random.Random, trace_id: bytes, parent: bytes, now_ns: int) -> Span:
-    start = now_ns - rng.randrange(1, 60_000_000_000)
-    end = start + rng.randrange(100_000, 500_000_000)
-    failed = rng.random() < 0.05
-    return Span(
-        trace_id=trace_id,
-        span_id=rng.randbytes(8),
-        parent_span_id=parent,
-        name=f"{rng.choice(METHODS)} {rng.choice(ROUTES)}",
-        kind=rng.choice(KINDS),
-        start_time_unix_nano=start,
-        end_time_unix_nano=end,
-        attributes=_span_attributes(rng),
-        events=[
-            Span.Event(
-                time_unix_nano=start + 1000,
-                name="message",
-                attributes=[_kv("message.type", "SENT"), _kv("message.id", rng.randrange(1000))],
-            )
-        ],
-        status=Status(code=Status.STATUS_CODE_ERROR, message="upstream timeout")
-        if failed
-        else Status(),
-    )
-
-
-def _spans(rng: random.Random, count: int, now_ns: int) -> list[Span]:
-    """Spans grouped in traces: a root, then children pointing at an earlier span."""
-    spans: list[Span] = []
-    while len(spans) < count:
-        trace_id = rng.randbytes(16)
-        trace: list[bytes] = []
-        for _ in range(min(SPANS_PER_TRACE, count - len(spans))):
-            parent = rng.choice(trace) if trace else b""
-            span = _span(rng, trace_id, parent, now_ns)
-            trace.append(span.span_id)
-            spans.append(span)
-    return spans
-
-
-def _request(
-    rng: random.Random, resources: Sequence[Resource], count: int, now_ns: int
-) -> ExportTraceServiceRequest:
-    """One ResourceSpans per service, the spans shared out evenly."""
-    share, extra = divmod(count, len(resources))
-    groups = []
-    for i, res in enumerate(resources):
-        n = share + (1 if i < extra else 0)
-        if n:
-            scope_spans = ScopeSpans(scope=SCOPE, spans=_spans(rng, n, now_ns))
-            groups.append(
-                ResourceSpans(resource=res, scope_spans=[scope_spans], schema_url=SCHEMA_URL)
-            )
-    return ExportTraceServiceRequest(resource_spans=groups)
-
-
-def build_payloads(total_spans: int, spans_per_request: int, seed: int) -> list[Payload]:
-    """Serialize everything up front so neither measurement pays for building requests."""
-    rng = random.Random(seed)
-    resources = [_resource(i, name) for i, name in enumerate(SERVICES)]
-    now_ns = time.time_ns()
-    payloads = []
-    for first in range(0, total_spans, spans_per_request):
-        count = min(spans_per_request, total_spans - first)
-        request = _request(rng, resources, count, now_ns)
-        payloads.append(Payload(request.SerializeToString(), count))
-    return payloads
-
-
-# --------------------------------------------------------------------------- in-process limit
-
-
-@dataclass
-class Baseline:
-    """Seconds spent on each stage for all payloads, in one process, one thread."""
-
-    spans: int
-    request_bytes: int
-    parse_seconds: float
-    convert_seconds: float
-    encode_seconds: float
-    concat_seconds: float
-    parquet_bytes: int
-    native_convert_seconds: float | None = None  # bytes → table, parse included; None: not built
-
-    def rate(self, seconds: float) -> float:
-        return self.spans / seconds if seconds > 0 else 0.0
-
-    @property
-    def limit_seconds(self) -> float:
-        """Parse + Parquet encode: conversion excluded, it is our cost, not the floor."""
-        return self.parse_seconds + self.encode_seconds
-
-    @property
-    def pipeline_seconds(self) -> float:
-        return self.parse_seconds + self.convert_seconds + self.encode_seconds
-
-    @property
-    def parse_rate(self) -> float:
-        return self.rate(self.parse_seconds)
-
-    @property
-    def encode_rate(self) -> float:
-        return self.rate(self.encode_seconds)
-
-    @property
-    def concat_rate(self) -> float:
-        return self.rate(self.concat_seconds)
-
-    @property
-    def limit_rate(self) -> float:
-        return self.rate(self.limit_seconds)
-
-    @property
-    def pipeline_rate(self) -> float:
-        return self.rate(self.pipeline_seconds)
-
-
-def _encode(table: pa.Table) -> int:
-    """Parquet zstd into memory (no disk: the limit should not depend on the file system)."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd")
-    return sink.tell()
-
-
-def run_baseline(payloads: Sequence[Payload]) -> Baseline:
-    """The limit encodes each request's table on its own, as the brief defines it; the
-    concatenated encode is shown too, because the bridge commits many requests per file."""
-    started = time.perf_counter()
-    requests = [ExportTraceServiceRequest.FromString(p.data) for p in payloads]
-    parsed = time.perf_counter()
-    tables = [spans_to_arrow(r).tables["spans"] for r in requests]
-    converted = time.perf_counter()
-    parquet_bytes = sum(_encode(table) for table in tables)
-    encoded = time.perf_counter()
-    _encode(pa.concat_tables(tables))
-    concatenated = time.perf_counter()
-    native_seconds = None
-    if (native := native_converter("traces")) is not None:
-        for p in payloads:
-            native(p.data)
-        native_seconds = time.perf_counter() - concatenated
-    return Baseline(
-        spans=sum(t.num_rows for t in tables),
-        request_bytes=sum(len(p.data) for p in payloads),
-        parse_seconds=parsed - started,
-        convert_seconds=converted - parsed,
-        encode_seconds=encoded - converted,
-        concat_seconds=concatenated - encoded,
-        parquet_bytes=parquet_bytes,
-        native_convert_seconds=native_seconds,
-    )
-
-
-def profile_convert(payloads: Sequence[Payload], top: int = 15) -> str:
-    """cProfile of spans_to_arrow alone (parsing done beforehand), top functions by cumtime."""
-    requests = [ExportTraceServiceRequest.FromString(p.data) for p in payloads]
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for request in requests:
-        spans_to_arrow(request)
-    profiler.disable()
-    out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)
-    return out.getvalue()
-
-
-# --------------------------------------------------------------------------- the bridge process
-
-
-@dataclass
-class ServerStats:
-    """What the sampler saw of the server process tree."""
-
-    peak_rss_bytes: int = 0
-    cpu_seconds: float = 0.0  # whole life, including start-up imports and shutdown
-    ingest_cpu_seconds: float = 0.0  # from first to last client call only
-    samples: int = 0
-
-
-class BridgeProcess:
-    """`otel-delta serve` in a child process, with its stderr drained and its RSS sampled."""
-
-    def __init__(
-        self, workdir: Path, flush_interval: float, convert_workers: int, native: str
-    ) -> None:
-        self.lake = workdir / "lake"
-        self.config = workdir / "deltalake.toml"
-        self.config.write_text(
-            f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nconvert_workers = {convert_workers}\n'
-            f'native_convert = "{native}"\n'
-            f"[buffer]\nflush_interval_seconds = {flush_interval}\nmax_rows = 100000\n"
-            f'[deltalake]\ntable_path = "{self.lake}"\n'
-        )
-        self.stats = ServerStats()
-        self.log_tail: deque[str] = deque(maxlen=200)
-        self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._stop_sampling = threading.Event()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(self.config)],
-            cwd=REPO_ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        # a full stderr pipe would block the server: keep reading it for its whole life
-        threading.Thread(target=self._drain, daemon=True).start()
-        self._sampler = threading.Thread(target=self._sample, daemon=True)
-        self._sampler.start()
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.log_tail.append(line.rstrip())
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def _sample(self) -> None:
-        """Peak RSS of the server and its children, every 50 ms until it exits."""
-        try:
-            root = psutil.Process(self.proc.pid)
-        except psutil.NoSuchProcess:
-            return
-        while not self._stop_sampling.wait(RSS_SAMPLE_SECONDS):
-            try:
-                tree = [root, *root.children(recursive=True)]
-                rss = sum(p.memory_info().rss for p in tree)
-                cpu = _cpu_seconds(tree)
-            except psutil.NoSuchProcess:
-                return
-            self.stats.samples += 1
-            self.stats.peak_rss_bytes = max(self.stats.peak_rss_bytes, rss)
-            self.stats.cpu_seconds = cpu
-
-    def cpu_seconds(self) -> float:
-        """CPU used so far by the server tree (0 once it has gone)."""
-        try:
-            root = psutil.Process(self.proc.pid)
-            return _cpu_seconds([root, *root.children(recursive=True)])
-        except psutil.NoSuchProcess:
-            return 0.0
-
-    def wait_for_port(self) -> int:
-        deadline = time.monotonic() + SERVER_START_SECONDS
-        while (remaining := deadline - time.monotonic()) > 0:
-            try:
-                line = self._lines.get(timeout=remaining)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-            if match:
-                return int(match.group(1))
-        self.kill()
-        raise RuntimeError("bridge did not log its port:\n" + "\n".join(self.log_tail))
-
-    def stop(self) -> int:
-        """SIGTERM (the bridge commits what it buffered), then its exit code."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=SERVER_STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            code = -9
-        self._stop_sampling.set()
-        self._sampler.join(timeout=5)
-        return code
-
-    def kill(self) -> None:
-        self._stop_sampling.set()
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-
-def _cpu_seconds(processes: Sequence[psutil.Process]) -> float:
-    return sum(sum(p.cpu_times()[:2]) for p in processes)
-
-
-# --------------------------------------------------------------------------- clients
-
-
-@dataclass
-class ClientLog:
-    """One client thread's record; merged after the run so threads never share a lock."""
-
-    latencies: list[float] = field(default_factory=list)
-    first_send: float = float("inf")
-    last_ok: float = 0.0
-    acked_spans: int = 0
-    rejected_spans: int = 0
-    failed_spans: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
-    stopped_by_deadline: bool = False
-
-
-def _channel(target: str) -> grpc.Channel:
-    return grpc.insecure_channel(
-        target,
-        options=[
-            ("grpc.use_local_subchannel_pool", 1),  # its own TCP connection per client
-            ("grpc.max_send_message_length", -1),
-            ("grpc.max_receive_message_length", -1),
-        ],
-    )
-
-
-def _rejected(response: bytes) -> int:
-    """Spans the bridge refused (partial_success); an empty response means none."""
-    if not response:
-        return 0
-    return ExportTraceServiceResponse.FromString(response).partial_success.rejected_spans
-
-
-def _client(
-    channel: grpc.Channel,
-    payloads: Sequence[Payload],
-    work: queue.SimpleQueue[int],
-    start: threading.Barrier,
-    deadline: float,
-    log: ClientLog,
-) -> None:
-    """Send payloads until none are left or the deadline passes; bytes in, bytes out."""
-    export = channel.unary_unary(EXPORT_METHOD)  # no (de)serializer: raw bytes
-    start.wait()
-    while True:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            log.stopped_by_deadline = not work.empty()
-            return
-        try:
-            payload = payloads[work.get_nowait()]
-        except queue.Empty:
-            return
-        sent = time.perf_counter()
-        log.first_send = min(log.first_send, sent)
-        try:
-            response = export(payload.data, timeout=remaining)
-        except grpc.RpcError as exc:
-            log.errors[exc.code().name] += 1
-            log.failed_spans += payload.spans
-            continue
-        done = time.perf_counter()
-        rejected = _rejected(response)
-        log.latencies.append(done - sent)
-        log.last_ok = done
-        log.acked_spans += payload.spans - rejected
-        log.rejected_spans += rejected
-
-
-@dataclass
-class Ingest:
-    """Merged client-side results of one run against the bridge."""
-
-    clients: int
-    requests_ok: int
-    spans_acked: int
-    spans_rejected: int
-    spans_failed: int
-    spans_unsent: int
-    seconds: float
-    p50_ms: float
-    p99_ms: float
-    max_ms: float
-    errors: dict[str, int]
-    truncated: bool
-    client_cpu_seconds: float
-
-    @property
-    def rate(self) -> float:
-        return self.spans_acked / self.seconds if self.seconds > 0 else 0.0
-
-
-def drive(port: int, payloads: Sequence[Payload], clients: int, max_seconds: float) -> Ingest:
-    """Run `clients` threads, each on its own channel, until all payloads are acked."""
-    work: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for index in range(len(payloads)):
-        work.put(index)
-    channels = [_channel(f"127.0.0.1:{port}") for _ in range(clients)]
-    for channel in channels:  # connect first: handshakes are not ingest time
-        grpc.channel_ready_future(channel).result(timeout=30)
-    logs = [ClientLog() for _ in range(clients)]
-    barrier = threading.Barrier(clients)
-    cpu_before = _own_cpu_seconds()
-    deadline = time.perf_counter() + max_seconds
-    threads = [
-        threading.Thread(target=_client, args=(ch, payloads, work, barrier, deadline, log))
-        for ch, log in zip(channels, logs, strict=True)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    cpu_used = _own_cpu_seconds() - cpu_before
-    for channel in channels:
-        channel.close()
-    return _merge(logs, payloads, work.qsize(), cpu_used)
-
-
-def _own_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _merge(
-    logs: Sequence[ClientLog], payloads: Sequence[Payload], unsent_requests: int, cpu: float
-) -> Ingest:
-    latencies = np.array([x for log in logs for x in log.latencies]) * 1000
-    first = min(log.first_send for log in logs)
-    last = max(log.last_ok for log in logs)
-    errors: Counter[str] = Counter()
-    for log in logs:
-        errors.update(log.errors)
-    total = sum(p.spans for p in payloads)
-    acked = sum(log.acked_spans for log in logs)
-    rejected = sum(log.rejected_spans for log in logs)
-    failed = sum(log.failed_spans for log in logs)
-    return Ingest(
-        clients=len(logs),
-        requests_ok=len(latencies),
-        spans_acked=acked,
-        spans_rejected=rejected,
-        spans_failed=failed,
-        spans_unsent=total - acked - rejected - failed,
-        seconds=max(last - first, 0.0),
-        p50_ms=float(np.percentile(latencies, 50)) if len(latencies) else 0.0,
-        p99_ms=float(np.percentile(latencies, 99)) if len(latencies) else 0.0,
-        max_ms=float(latencies.max()) if len(latencies) else 0.0,
-        errors=dict(errors),
-        truncated=unsent_requests > 0 or any(log.stopped_by_deadline for log in logs),
-        client_cpu_seconds=cpu,
-    )
-
-
-# --------------------------------------------------------------------------- run and report
 
 
 @dataclass
@@ -583,12 +60,6 @@ class BridgeRun:
     rows_in_table: int
 
 
-def count_rows(lake: Path) -> int:
-    """Rows in the spans table as delta-rs sees them (0 if nothing was ever committed)."""
-    uri = str(lake / "spans")
-    return DeltaTable(uri).count() if DeltaTable.is_deltatable(uri) else 0
-
-
 def run_bridge(
     payloads: Sequence[Payload],
     clients: int,
@@ -597,8 +68,8 @@ def run_bridge(
     convert_workers: int,
     native: str,
 ) -> BridgeRun:
-    with _workdir() as workdir:
-        server = BridgeProcess(workdir, flush_interval, convert_workers, native)
+    with workdir() as path:
+        server = BridgeProcess(path, flush_interval, convert_workers, native)
         try:
             port = server.wait_for_port()
             cpu_before = server.cpu_seconds()
@@ -611,15 +82,6 @@ def run_bridge(
         if exit_code != 0:
             print("\n".join(server.log_tail), file=sys.stderr)
         return BridgeRun(ingest, server.stats, exit_code, count_rows(server.lake))
-
-
-@contextmanager
-def _workdir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="otel-delta-bench-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def problems(run: BridgeRun) -> list[str]:
@@ -652,21 +114,7 @@ def render(
     args: argparse.Namespace, base: Baseline, runs: dict[str, BridgeRun], build_seconds: float
 ) -> str:
     """The baseline, then one block per bridge run (one per `--native` mode compared)."""
-    rates: list[tuple[str, float | None, float | None]] = [
-        ("in-process, 1 thread, no gRPC/Delta:", None, None),
-        ("  parse only", base.parse_rate, base.parse_seconds),
-        ("  limit: parse + Parquet zstd", base.limit_rate, base.limit_seconds),
-        ("  parse + convert + Parquet zstd", base.pipeline_rate, base.pipeline_seconds),
-        ("  (convert alone)", base.rate(base.convert_seconds), base.convert_seconds),
-        *(
-            [("  (native convert alone, parse incl.)", base.rate(nat), nat)]
-            if (nat := base.native_convert_seconds)
-            else []
-        ),
-        ("  (Parquet zstd alone, per request)", base.encode_rate, base.encode_seconds),
-        ("  (Parquet zstd alone, concatenated)", base.concat_rate, base.concat_seconds),
-    ]
-    blocks = []
+    blocks: list[tuple[list[Rate], list[Fact]]] = []
     for mode, run in runs.items():
         ingest, server = run.ingest, run.server
         ratio = ingest.rate / base.limit_rate if base.limit_rate else 0.0
@@ -696,26 +144,14 @@ def render(
             ("  committed / limit", f"{ratio:.1%}  (target {TARGET_RATIO:.0%}: {verdict})"),
         ]
         blocks.append((rows, facts))
-    names = [name for name, *_ in rates] + [n for rows, facts in blocks for n, *_ in rows + facts]
-    width = max(len(name) for name in names) + 2
     lines = [
         f"otel-delta ingest benchmark: {base.spans:,} spans, {args.spans_per_request} per request, "
         f"{os.cpu_count()} CPUs, flush interval {args.flush_interval} s, "
         f"{args.convert_workers} convert workers, native convert {args.native}",
-        f"(payloads built in {build_seconds:.1f} s, {base.request_bytes / MIB:,.1f} MiB of OTLP)",
+        payloads_line(base, build_seconds),
         "",
-        f"{'':<{width}}{'spans/s':>12}{'seconds':>10}",
+        *rate_table([(rate_rows(base), []), *blocks]),
     ]
-
-    def add_rates(items) -> None:
-        for name, rate, seconds in items:
-            numbers = "" if rate is None else f"{rate:>12,.0f}{seconds:>10.2f}"
-            lines.append(f"{name:<{width}}{numbers}".rstrip())
-
-    add_rates(rates)
-    for rows, facts in blocks:
-        add_rates(rows)
-        lines += [f"{name:<{width}}{value}" for name, value in facts]
     return "\n".join(lines)
 
 
@@ -745,22 +181,11 @@ def results_json(
     run = list(runs.values())[-1]
     return {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "git_commit": _git_commit(),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
+        "git_commit": git_commit(),
+        "machine": machine(platform=platform.platform()),
         "config": vars(args),
         "build_seconds": build_seconds,
-        "baseline": {
-            **asdict(base),
-            "parse_spans_per_s": base.parse_rate,
-            "parquet_per_request_spans_per_s": base.encode_rate,
-            "parquet_concatenated_spans_per_s": base.concat_rate,
-            "limit_spans_per_s": base.limit_rate,
-            "pipeline_spans_per_s": base.pipeline_rate,
-        },
+        "baseline": baseline_json(base),
         "bridge": _bridge_json(run, base),
         "bridge_by_native": {mode: _bridge_json(r, base) for mode, r in runs.items()},
         "ratio_committed_to_limit": run.ingest.rate / base.limit_rate if base.limit_rate else 0,
@@ -768,24 +193,6 @@ def results_json(
         "problems": found,
         "convert_profile": profile,
     }
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
-        )
-    except OSError:
-        return None
-    return out.stdout.strip() or None
-
-
-def write_results(data: dict[str, Any], path: Path = RESULTS_FILE) -> None:
-    """Write via a temp file so a crashed run never leaves half a JSON behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    tmp.replace(path)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -847,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nspans_to_arrow profile ({args.profile_convert} requests):\n{profile}")
     for problem in found:
         print(f"!!! {problem}", file=sys.stderr)
-    write_results(results_json(args, base, runs, build_seconds, found, profile))
+    write_results(results_json(args, base, runs, build_seconds, found, profile), RESULTS_FILE)
     print(f"results: {RESULTS_FILE.relative_to(REPO_ROOT)}")
     return 1 if found else 0
 

@@ -17,23 +17,21 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import platform
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from bench.common import RESULTS_DIR, machine, workdir, write_results
 from otel_delta import DeltaConfig, DeltaLakeConnector
 from otel_delta.tables.schemas import SPANS
 
 SERVICES = [f"svc-{i}" for i in range(5)]
 DATES = [dt.date(2026, 11, 19), dt.date(2026, 11, 20)]
 SPANS_PER_TRACE = 5
-RESULTS = Path(__file__).parent / "results" / "trace-latest.json"
+RESULTS = RESULTS_DIR / "trace-latest.json"
 
 
 def hex_ids(rng: np.random.Generator, n: int, nbytes: int) -> pa.Array:
@@ -128,7 +126,7 @@ def main() -> None:
     parser.add_argument("--dir", help="lake directory (default: a temporary one)")
     args = parser.parse_args()
     rng = np.random.default_rng(42)
-    with tempfile.TemporaryDirectory(prefix="trace-bench-") as tmp:
+    with workdir(prefix="trace-bench-") as tmp:
         root = Path(args.dir or tmp) / "lake"
         lake = DeltaLakeConnector(DeltaConfig.for_path(root))
         spans = lake.get_or_create_table("spans")
@@ -165,7 +163,7 @@ def main() -> None:
         print(f"z-order: {optimize_s:.0f}s, {stats_after.files} files; after:", after, flush=True)
         scans_after = [filtered_query(spans, where_part), filtered_query(spans, where_all)]
     result = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": machine(),
         "spans": stats_before.rows,
         "commits": args.commits,
         "generate_seconds": round(generate_s, 1),
@@ -182,8 +180,7 @@ def main() -> None:
         },
         "after_zorder": {"files": stats_after.files, "trace_lookup": after, "scans": scans_after},
     }
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_results(result, RESULTS)
     print(json.dumps(result, indent=2))
 
 
