@@ -76,3 +76,20 @@ def test_engine_and_spark_sections(tmp_path: Path) -> None:
     config.write_text('[deltalake.operations]\nengine = "duckdb"\n')
     with pytest.raises(ConfigError, match=r"deltalake\.operations\.engine"):
         load_settings(config)
+
+
+def test_compatibility_keys_load_with_a_warning_and_are_not_shipped(tmp_path: Path, caplog) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(
+        "[deltalake.table]\nparallelism = 8\n[deltalake.schema]\nstrict_mode = true\n"
+    )
+    with caplog.at_level("WARNING", logger="otel_delta.config"):
+        settings = load_settings(config)
+    assert settings.deltalake.table.parallelism == 8
+    warned = [r.getMessage() for r in caplog.records]
+    assert any("deltalake.table.parallelism" in m and "no effect" in m for m in warned)
+    assert any("deltalake.schema.strict_mode" in m for m in warned)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="otel_delta.config"):
+        load_settings(ROOT / "deltalake.toml")
+    assert caplog.records == []  # the shipped file sets none of them

@@ -28,6 +28,7 @@ class UpsertResult:
 class InsertResult:
     inserted: int
     version: int
+    engine: str = "delta-rs"
 
 
 @dataclass(frozen=True)

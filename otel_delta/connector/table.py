@@ -205,16 +205,16 @@ class Table:
         """Append records as one commit (no key check), exactly as the bridge does."""
         self._allowed("bulk_insert")
         data = self._records(records)
-        if data.num_rows == 0:
-            return InsertResult(0, self.version())
         chosen = self._engine(engine, data.num_rows)
+        if data.num_rows == 0:
+            return InsertResult(0, self.version(), chosen.name)
         try:  # the engine's append retries on its own; not again here
             version = chosen.append(self.name, data)
         except CommitError as exc:
             if isinstance(exc.__cause__, chosen.conflicts()):
                 raise self._conflict(exc.__cause__, 1) from exc
             raise
-        return InsertResult(data.num_rows, version)
+        return InsertResult(data.num_rows, version, chosen.name)
 
     def delete(self, where: str, *, engine: EngineName | None = None) -> DeleteResult:
         """Delete the rows matching the validated condition; returns how many."""

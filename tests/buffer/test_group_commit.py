@@ -132,3 +132,31 @@ def test_close_commits_everything_then_refuses(tmp_path: Path) -> None:
 
     asyncio.run(scenario())
     assert read_table(tmp_path, "spans").num_rows == 5
+
+
+def rows_request(first: int, count: int) -> dict[str, pa.Table]:
+    return {"spans": pa.concat_tables([spans(i)["spans"] for i in range(first, first + count)])}
+
+
+def test_no_commit_holds_more_than_max_rows(tmp_path: Path) -> None:
+    """max_rows caps every commit (so `auto` cannot route live ingestion to Spark by size):
+    groups that would outgrow it are sealed, and one request larger than it is sliced."""
+    writer = RecordingWriter(Lakehouse(str(tmp_path)))
+
+    async def scenario() -> None:
+        buffer = make_buffer(writer, flush_interval_seconds=60, max_rows=10)
+        buffer.start()
+        await asyncio.gather(
+            buffer.submit(rows_request(1, 6)),
+            buffer.submit(rows_request(7, 6)),  # 12 > 10: the first group is sealed at 6
+            buffer.submit(rows_request(13, 25)),  # alone over the cap: 10 + 10 + 5
+        )
+        await buffer.close()
+        assert buffer.stats.commits == len(writer.commits)
+        assert buffer.stats.rows == 37
+
+    asyncio.run(scenario())
+    assert max(rows for _, rows in writer.commits) <= 10
+    assert sum(rows for _, rows in writer.commits) == 37
+    assert sorted(rows for _, rows in writer.commits) == [5, 6, 6, 10, 10]
+    assert read_table(tmp_path, "spans").num_rows == 37

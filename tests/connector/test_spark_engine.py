@@ -106,3 +106,25 @@ def test_spark_dialect_renders_what_spark_parses(spark, twins) -> None:
     ):
         predicate = parse_predicate(text, schema)
         assert frame.where(predicate.to_sql("spark")).count() == rs.query().filter(text).count()
+
+
+def test_restore_and_bulk_insert_same_on_both_engines(twins) -> None:
+    rs, sp = twins
+    before = normalized(rs)
+    start = rs.version()
+    assert sp.version() == start
+    where = "service_name = 'cart'"
+    assert rs.delete(where).deleted == sp.delete(where).deleted > 0
+    a, b = rs.restore(start), sp.restore(start)
+    assert b.restored_to == a.restored_to == start and b.version == a.version == start + 2
+    assert (b.files_added, b.files_removed) == (a.files_added, a.files_removed)
+    assert a.files_added > 0
+    assert sp.history(1)[0].operation == "RESTORE"
+    assert normalized(rs) == normalized(sp) == before
+
+    rows = rs.query().filter(where).limit(3).to_arrow()
+    a_insert, b_insert = rs.bulk_insert(rows), sp.bulk_insert(rows)
+    assert a_insert.inserted == b_insert.inserted == 3
+    assert (a_insert.engine, b_insert.engine) == ("delta-rs", "spark")
+    assert "Apache-Spark" in str(sp.delta().history(1)[0].get("engineInfo", ""))
+    assert normalized(rs) == normalized(sp)

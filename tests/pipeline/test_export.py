@@ -1,0 +1,108 @@
+"""The transport-neutral pipeline: each kind of request gets its outcome, nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from otel_delta.buffer import GroupCommitBuffer
+from otel_delta.engines import DeltaRsEngine
+from otel_delta.errors import (
+    BufferFullError,
+    InvalidRequestError,
+    RequestTooLargeError,
+    ShuttingDownError,
+)
+from otel_delta.lakehouse import Lakehouse
+from otel_delta.pipeline import Accepted, Decoder, ExportPipeline, Rejected, Retryable
+from otel_delta.signals import SIGNALS_BY_NAME
+from otel_delta.status import status_for
+from tests.helpers import read_table
+from tests.test_cli import one_span_request
+
+TRACES = SIGNALS_BY_NAME["traces"]
+
+
+def run(tmp_path: Path, scenario, *, max_bytes: int = 1 << 30, max_request_bytes: int = 1 << 20):
+    async def main():
+        buffer = GroupCommitBuffer(
+            DeltaRsEngine(Lakehouse(str(tmp_path))),
+            flush_interval_seconds=0.05,
+            max_rows=10_000,
+            max_bytes=max_bytes,
+            retry_after_seconds=2.5,
+        )
+        buffer.start()
+        pipeline = ExportPipeline(buffer, Decoder(0), max_request_bytes)
+        try:
+            return await scenario(pipeline, buffer)
+        finally:
+            await buffer.close()
+            pipeline.close()
+
+    return asyncio.run(main())
+
+
+def test_valid_request_is_accepted_and_committed(tmp_path: Path) -> None:
+    async def scenario(pipeline, buffer):
+        return await pipeline.export(TRACES, one_span_request(1).SerializeToString())
+
+    outcome = run(tmp_path, scenario)
+    assert outcome == Accepted(0, "")
+    assert not outcome.partial
+    assert read_table(tmp_path, "spans").num_rows == 1
+
+
+def test_invalid_items_are_a_partial_success(tmp_path: Path) -> None:
+    request = one_span_request(1)
+    bad = request.resource_spans[0].scope_spans[0].spans.add()
+    bad.CopyFrom(request.resource_spans[0].scope_spans[0].spans[0])
+    bad.trace_id = b"short"
+
+    async def scenario(pipeline, buffer):
+        return await pipeline.export(TRACES, request.SerializeToString())
+
+    outcome = run(tmp_path, scenario)
+    assert isinstance(outcome, Accepted) and outcome.partial and outcome.rejected == 1
+    assert "trace" in outcome.error_message
+    assert read_table(tmp_path, "spans").num_rows == 1
+
+
+def test_undecodable_and_oversized_requests_are_rejected(tmp_path: Path) -> None:
+    async def scenario(pipeline, buffer):
+        garbage = await pipeline.export(TRACES, b"\xff\xff\xff not protobuf")
+        big = await pipeline.export(
+            TRACES, ExportTraceServiceRequest().SerializeToString() + b"\0" * 300
+        )
+        return garbage, big
+
+    garbage, big = run(tmp_path, scenario, max_request_bytes=200)
+    assert isinstance(garbage, Rejected) and isinstance(garbage.error, InvalidRequestError)
+    assert status_for(garbage.error).http == 400
+    assert isinstance(big, Rejected) and isinstance(big.error, RequestTooLargeError)
+    assert "max_receive_message_bytes" in big.message
+    assert status_for(big.error).http == 413
+
+
+def test_full_buffer_and_shutdown_are_retryable_with_the_delay(tmp_path: Path) -> None:
+    async def scenario(pipeline, buffer):
+        first = asyncio.create_task(
+            pipeline.export(TRACES, one_span_request(1).SerializeToString())
+        )
+        while buffer.buffered_bytes == 0:
+            await asyncio.sleep(0.001)
+        full = await pipeline.export(TRACES, one_span_request(2).SerializeToString())
+        await first
+        closing = asyncio.create_task(buffer.close())
+        await asyncio.sleep(0)
+        stopping = await pipeline.export(TRACES, one_span_request(3).SerializeToString())
+        await closing
+        return full, stopping
+
+    full, stopping = run(tmp_path, scenario, max_bytes=1)
+    assert isinstance(full, Retryable) and isinstance(full.error, BufferFullError)
+    assert full.retry_after == 2.5 and status_for(full.error).retryable
+    assert isinstance(stopping, Retryable) and isinstance(stopping.error, ShuttingDownError)
+    assert read_table(tmp_path, "spans")["name"].to_pylist() == ["s1"]
