@@ -13,8 +13,10 @@ from otel_delta.lakehouse import Lakehouse
 from otel_delta.maintenance import Maintainer
 from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.pipeline import Decoder, ExportPipeline, use_native
+from otel_delta.pipeline.replay import replay
 from otel_delta.remote.service import ConnectorServer
 from otel_delta.transports import GrpcTransport
+from otel_delta.wal import WriteAheadLog
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ class Bridge:
         self.settings = settings
         self.engines = build_engines(settings)
         self.buffer: GroupCommitBuffer | None = None
+        self.wal: WriteAheadLog | None = None
         self.pipeline: ExportPipeline | None = None
         self.grpc: GrpcTransport | None = None
         self.maintainer: Maintainer | None = None
@@ -49,15 +52,33 @@ class Bridge:
         token = remote.resolved_token() if remote.enabled else ""  # fail before binding
         decoder = Decoder(receiver.convert_workers, use_native(receiver.native_convert))
         buffer_settings = self.settings.buffer
+        if buffer_settings.ack == "wal":
+            wal = self.settings.wal
+            self.wal = WriteAheadLog(
+                wal.dir,
+                segment_bytes=wal.segment_bytes,
+                max_bytes=wal.max_bytes,
+                retry_after_seconds=buffer_settings.retry_after_seconds,
+            )
+            self.wal.open()
         self.buffer = GroupCommitBuffer(
             self.engines,
             flush_interval_seconds=buffer_settings.flush_interval_seconds,
             max_rows=buffer_settings.max_rows,
             max_bytes=buffer_settings.max_bytes,
             retry_after_seconds=buffer_settings.retry_after_seconds,
+            app_id=self.wal.app_id if self.wal else None,
+            on_committed=self.wal.committed if self.wal else None,
         )
         self.buffer.start()
-        self.pipeline = ExportPipeline(self.buffer, decoder, receiver.max_receive_message_bytes)
+        if self.wal is not None:
+            buffer = self.buffer
+            self.wal.on_durable = lambda position, tables: buffer.add(tables, position)
+            await replay(self.wal, decoder, self.buffer, self.engines.lakehouse)
+            self.wal.start()
+        self.pipeline = ExportPipeline(
+            self.buffer, decoder, receiver.max_receive_message_bytes, self.wal
+        )
         self.grpc = GrpcTransport(receiver, self.pipeline)
         port = await self.grpc.start()
         policy = maintenance_policy(self.settings)
@@ -71,6 +92,13 @@ class Bridge:
             log.info("ConnectorService listening on port %d", self.connector_port)
         return port
 
+    async def _drain(self) -> None:
+        """Log what is in flight, then commit everything buffered."""
+        assert self.buffer is not None
+        if self.wal is not None:
+            await self.wal.close()
+        await self.buffer.close()
+
     async def stop(self, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop accepting, commit what is buffered, answer the waiting requests."""
         assert self.buffer is not None and self.grpc is not None and self.pipeline is not None
@@ -78,9 +106,11 @@ class Bridge:
             await asyncio.to_thread(self.connector_server.stop)
         if self.maintainer is not None:
             await asyncio.to_thread(self.maintainer.stop)
-        await asyncio.gather(self.grpc.stop(grace_seconds), self.buffer.close())
+        await asyncio.gather(self.grpc.stop(grace_seconds), self._drain())
         self.pipeline.close()
         stats = self.buffer.stats
+        if self.wal is not None:
+            log.info("write-ahead log: %d fsyncs", self.wal.syncs)
         log.info(
             "stopped: %d rows in %d commits (%d failed)", stats.rows, stats.commits, stats.failures
         )

@@ -64,10 +64,21 @@ class ReceiverSettings(Section):
 
 
 class BufferSettings(Section):
+    # "wal": answer an Export once its record is fsync'd in the write-ahead log (exactly-once
+    # into Delta); "commit": once its rows are committed to Delta (no local disk needed)
+    ack: Literal["wal", "commit"] = "wal"
     flush_interval_seconds: float = Field(1.0, gt=0)
     max_rows: int = Field(100_000, gt=0)
     max_bytes: int = Field(512 * MIB, gt=0)
     retry_after_seconds: float = Field(1.0, gt=0)
+
+
+class WalSettings(Section):
+    """`[wal]`: the write-ahead log of `buffer.ack = "wal"`."""
+
+    dir: str = "./otel-delta-wal"  # relative to where the bridge runs, like ./lakehouse
+    max_bytes: int = Field(1024 * MIB, gt=0)  # records awaiting commits; beyond: retry later
+    segment_bytes: int = Field(64 * MIB, gt=0)
 
 
 Compression = Literal["UNCOMPRESSED", "SNAPPY", "GZIP", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"]
@@ -190,6 +201,7 @@ class SparkSettings(Section):
 class Settings(BaseSettings):
     receiver: ReceiverSettings = ReceiverSettings()
     buffer: BufferSettings = BufferSettings()
+    wal: WalSettings = WalSettings()
     deltalake: DeltaLakeSettings = DeltaLakeSettings()
     connector_service: ConnectorServiceSettings = ConnectorServiceSettings()
     spark: SparkSettings = SparkSettings()

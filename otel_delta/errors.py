@@ -27,6 +27,14 @@ class BufferFullError(OtelDeltaError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class WalError(OtelDeltaError):
+    """The write-ahead log cannot take a record (disk error, closing); retryable (UNAVAILABLE)."""
+
+
+class WalFullError(BufferFullError):
+    """The write-ahead log is at `wal.max_bytes` of records awaiting their Delta commits."""
+
+
 class ShuttingDownError(OtelDeltaError):
     """The bridge is stopping and accepts no new rows (UNAVAILABLE)."""
 

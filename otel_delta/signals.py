@@ -22,6 +22,7 @@ from otel_delta.tables import TABLES
 @dataclass(frozen=True)
 class Signal:
     name: str  # "traces", "metrics", "logs" (also the converter workers' key)
+    code: int  # its id in persisted records (the WAL): stable, never reused
     tables: tuple[str, ...]  # the tables its rows go to
     request: type[Message]  # Export<Signal>ServiceRequest
     response: type[Message]  # Export<Signal>ServiceResponse
@@ -43,6 +44,7 @@ class Signal:
 SIGNALS: tuple[Signal, ...] = (
     Signal(
         name="traces",
+        code=1,
         tables=("spans",),
         request=trace.ExportTraceServiceRequest,
         response=trace.ExportTraceServiceResponse,
@@ -53,6 +55,7 @@ SIGNALS: tuple[Signal, ...] = (
     ),
     Signal(
         name="metrics",
+        code=2,
         tables=tuple(name for name in TABLES if name.startswith("metrics_")),
         request=metrics.ExportMetricsServiceRequest,
         response=metrics.ExportMetricsServiceResponse,
@@ -63,6 +66,7 @@ SIGNALS: tuple[Signal, ...] = (
     ),
     Signal(
         name="logs",
+        code=3,
         tables=("logs",),
         request=logs.ExportLogsServiceRequest,
         response=logs.ExportLogsServiceResponse,
@@ -74,6 +78,7 @@ SIGNALS: tuple[Signal, ...] = (
 )
 
 SIGNALS_BY_NAME = {signal.name: signal for signal in SIGNALS}
+SIGNALS_BY_CODE = {signal.code: signal for signal in SIGNALS}
 
 
 def signal_of_request(request: Message) -> Signal | None:

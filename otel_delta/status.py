@@ -32,6 +32,7 @@ from otel_delta.errors import (
     ShuttingDownError,
     TableNotFoundError,
     VersionNotFoundError,
+    WalError,
 )
 
 
@@ -50,6 +51,7 @@ STATUS_OF: tuple[tuple[type[OtelDeltaError], Status], ...] = (
     (BufferFullError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
     (ShuttingDownError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
     (CommitError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
+    (WalError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
     # the connector's operations
     (TableNotFoundError, Status(grpc.StatusCode.NOT_FOUND, 404)),
     (PartitionNotFoundError, Status(grpc.StatusCode.NOT_FOUND, 404)),

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("otel_delta.convert", "otel_delta.spark"),
     ("otel_delta.lakehouse", "otel_delta.signals"),
     ("otel_delta.engines",),
-    ("otel_delta.buffer",),
+    ("otel_delta.buffer", "otel_delta.wal"),
     ("otel_delta.pipeline",),
     ("otel_delta.transports",),
     ("otel_delta.connector",),

@@ -61,7 +61,7 @@ def test_sigterm_commits_requests_in_flight_and_exits_zero(tmp_path: Path) -> No
     # a flush interval far longer than the test: only shutdown can commit these rows
     config.write_text(
         f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
-        f"[buffer]\nflush_interval_seconds = 600\n"
+        f'[buffer]\nflush_interval_seconds = 600\nack = "commit"\n'
         f'[deltalake]\ntable_path = "{lake}"\n'
     )
     proc, port = start_serve(config)
@@ -91,13 +91,52 @@ def test_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
     config = tmp_path / "deltalake.toml"
     config.write_text(
         f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n[deltalake]\ntable_path = "{tmp_path}"\n'
+        f'[wal]\ndir = "{tmp_path / "wal-1"}"\n'
     )
     first, port = start_serve(config)
     try:
-        config.write_text(f'[receiver]\ngrpc_endpoint = "127.0.0.1:{port}"\n')
+        config.write_text(
+            f'[receiver]\ngrpc_endpoint = "127.0.0.1:{port}"\n[wal]\ndir = "{tmp_path / "wal-2"}"\n'
+        )
         result = run_serve(config)
         assert result.returncode == 2
         assert "receiver.grpc_endpoint" in result.stderr and "Traceback" not in result.stderr
     finally:
         first.send_signal(signal.SIGINT)
         assert first.wait(timeout=30) == 0
+
+
+def test_unusable_wal_dir_is_one_clear_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n[deltalake]\ntable_path = "{tmp_path}"\n'
+        f'[wal]\ndir = "{blocker / "wal"}"\n'
+    )
+    result = run_serve(config)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "wal.dir" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_sigterm_in_wal_mode_answers_quickly_and_commits_everything(tmp_path: Path) -> None:
+    """ack = "wal": Exports are answered long before the (600 s) flush; SIGTERM commits them."""
+    lake = tmp_path / "lake"
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
+        f"[buffer]\nflush_interval_seconds = 600\n"
+        f'[deltalake]\ntable_path = "{lake}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    proc, port = start_serve(config)
+    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+    for i in range(1, 21):
+        stub.Export(one_span_request(i), timeout=10)  # acknowledged from the log
+    assert not (lake / "spans").exists()  # nothing committed yet
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert sorted(read_table(lake, "spans")["name"].to_pylist()) == sorted(
+        f"s{i}" for i in range(1, 21)
+    )

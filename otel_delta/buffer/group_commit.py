@@ -1,12 +1,22 @@
 """Group commit: rows of all concurrent requests share one Delta commit per table.
 
-A request's `submit` returns only once every table it fed has committed, so an OK Export
-means the rows are durable and visible. Commits of one flush run in parallel across tables
-(delta-rs releases the GIL); the next flush's rows keep accumulating meanwhile.
+Two ways in, one per `buffer.ack` mode:
+- `submit` (ack = "commit"): returns only once every table the request fed has committed, so
+  an OK Export means the rows are in Delta. A failed commit fails its waiters (they retry).
+- `add` (ack = "wal"): the rows of a record already durable in the write-ahead log, tagged
+  with its position. Nobody waits; every commit carries the Delta transaction
+  (`app_id`, highest position in it), a failed commit is retried with backoff — a table's
+  groups strictly in order, so the transaction version always means "every record up to here"
+  — and `on_committed` tells the log which records it may release.
+In commit mode every commit carries a transaction too (this process's id, a sequence number),
+so an append that landed but reported a failure (e.g. its checkpoint could not be written) is
+not written again by the engine's retry.
 
-No commit holds more than `max_rows` rows: a group that would grow past it is sealed and a new
-one opened (and a single request larger than that is committed in slices), so the engine choice
-by size (`bulk_threshold_rows`) never moves live ingestion onto Spark by accident.
+Commits of one flush run in parallel across tables (delta-rs releases the GIL); the next
+flush's rows keep accumulating meanwhile. A group is sealed before it would grow past
+`max_rows` rows, so the engine choice by size (`bulk_threshold_rows`) never moves live
+ingestion onto Spark by accident; in commit mode a single larger request is committed in
+slices (in WAL mode it stays one commit: one transaction version per record).
 """
 
 from __future__ import annotations
@@ -14,16 +24,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+from deltalake import Transaction
 
 from otel_delta.engines.base import TableWriter
 from otel_delta.errors import BufferFullError, CommitError, ShuttingDownError
 from otel_delta.tables import TABLES
 
 log = logging.getLogger(__name__)
+
+MAX_BACKOFF_SECONDS = 30.0
 
 
 @dataclass
@@ -32,6 +49,7 @@ class _Pending:
 
     future: asyncio.Future[None]
     batches: list[pa.Table] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)  # WAL records whose rows these are
     rows: int = 0
     nbytes: int = 0
 
@@ -52,18 +70,28 @@ class GroupCommitBuffer:
         max_rows: int,
         max_bytes: int,
         retry_after_seconds: float,
+        app_id: str | None = None,
+        on_committed: Callable[[list[int]], None] | None = None,
     ) -> None:
         self.writer = writer
         self.flush_interval = flush_interval_seconds
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.retry_after = retry_after_seconds
+        self.app_id = app_id  # set: WAL mode (exactly-once commits, retried until they land)
+        self._session_app_id = f"otel-delta-commit-{uuid.uuid4().hex}"  # commit mode
+        self._sequence = 0  # commit mode: the transaction version of the last commit
+        self._sequence_lock = threading.Lock()  # commits of several tables run in parallel
+        self.on_committed = on_committed or (lambda positions: None)
         self.stats = FlushStats()
         self._pending: dict[str, _Pending] = {}  # the open group of each table
-        self._sealed: list[tuple[str, _Pending]] = []  # full groups, committed next flush
+        self._sealed: list[tuple[str, _Pending]] = []  # full or held-back groups, oldest first
+        self._failures: dict[str, int] = {}  # consecutive failed commits per table
+        self._not_before: dict[str, float] = {}  # backoff: next attempt per table
         self._bytes = 0  # buffered + being committed
         self._wake = asyncio.Event()
         self._closing = False
+        self._flushed = asyncio.Event()
         self._pool = ThreadPoolExecutor(max_workers=len(TABLES), thread_name_prefix="commit")
         self._task: asyncio.Task[None] | None = None
 
@@ -89,29 +117,44 @@ class GroupCommitBuffer:
         self.check_capacity()
         if not tables:
             return
-        loop = asyncio.get_running_loop()
-        futures = []
-        for name, data in tables.items():
-            pending = self._pending.get(name)
-            if pending is not None and pending.rows + data.num_rows > self.max_rows:
-                self._seal(name)
-                pending = None
-            if pending is None:
-                pending = self._pending[name] = _Pending(loop.create_future())
-            pending.batches.append(data)
-            pending.rows += data.num_rows
-            pending.nbytes += data.nbytes
-            self._bytes += data.nbytes
-            futures.append(pending.future)
-            if pending.rows >= self.max_rows:
-                self._seal(name)
+        futures = [self._put(name, data, None) for name, data in tables.items()]
         # shield: a client that disconnects must not cancel the commit others wait on
         await asyncio.gather(*(asyncio.shield(f) for f in futures))
+
+    def add(self, tables: dict[str, pa.Table], position: int) -> None:
+        """WAL mode: buffer the rows of the durable record at `position`; no waiting."""
+        for name, data in tables.items():
+            self._put(name, data, position)
+
+    def _put(self, name: str, data: pa.Table, position: int | None) -> asyncio.Future[None]:
+        pending = self._pending.get(name)
+        if pending is not None and pending.rows + data.num_rows > self.max_rows:
+            self._seal(name)
+            pending = None
+        if pending is None:
+            future = asyncio.get_running_loop().create_future()
+            pending = self._pending[name] = _Pending(future)
+        pending.batches.append(data)
+        if position is not None:
+            pending.positions.append(position)
+        pending.rows += data.num_rows
+        pending.nbytes += data.nbytes
+        self._bytes += data.nbytes
+        if pending.rows >= self.max_rows:
+            self._seal(name)
+        return pending.future
 
     def _seal(self, name: str) -> None:
         """Close the table's open group: it is committed as it is at the next flush, now."""
         self._sealed.append((name, self._pending.pop(name)))
         self._wake.set()
+
+    async def flush(self) -> None:
+        """Wake the flusher and wait for the end of its next flush (replay uses it to keep
+        memory in bounds)."""
+        self._flushed.clear()
+        self._wake.set()
+        await self._flushed.wait()
 
     async def _run(self) -> None:
         while True:
@@ -120,52 +163,114 @@ class GroupCommitBuffer:
             self._wake.clear()
             if self._pending or self._sealed:
                 await self._flush()
+            self._flushed.set()
             if self._closing and not self._pending and not self._sealed:
                 return
 
-    async def _flush(self) -> None:
+    def _due(self) -> dict[str, list[_Pending]]:
+        """Take the groups to commit now, per table, oldest first; tables in backoff wait."""
+        now = time.monotonic()
         groups: dict[str, list[_Pending]] = {}
+        held: list[tuple[str, _Pending]] = []
         for name, pending in [*self._sealed, *self._pending.items()]:
-            groups.setdefault(name, []).append(pending)
-        self._sealed, self._pending = [], {}
+            if not self._closing and self._not_before.get(name, 0.0) > now:
+                held.append((name, pending))
+            else:
+                groups.setdefault(name, []).append(pending)
+        self._sealed, self._pending = held, {}
+        return groups
+
+    async def _flush(self) -> None:
+        groups = self._due()
         loop = asyncio.get_running_loop()
         commits = [
             loop.run_in_executor(self._pool, self._commit_groups, name, pendings)
             for name, pendings in groups.items()
         ]
-        for pendings, outcomes in zip(groups.values(), await asyncio.gather(*commits), strict=True):
-            for pending, outcome in zip(pendings, outcomes, strict=True):
-                self._bytes -= pending.nbytes
-                if isinstance(outcome, Exception):
+        retry: list[tuple[str, _Pending]] = []
+        for (name, pendings), outcomes in zip(
+            groups.items(), await asyncio.gather(*commits), strict=True
+        ):
+            for index, (pending, outcome) in enumerate(zip(pendings, outcomes, strict=True)):
+                if isinstance(outcome, int):
+                    self._committed(name, pending, outcome)
+                elif self.app_id is not None:  # WAL mode: this and every later group wait
+                    retry.extend((name, p) for p in pendings[index:])
+                    self._failed(name, outcome, held=len(pendings) - index)
+                    break
+                else:
+                    self._bytes -= pending.nbytes
                     self.stats.failures += 1
                     if not isinstance(outcome, CommitError):
                         outcome = CommitError(str(outcome))
                     pending.future.set_exception(outcome)
                     pending.future.exception()  # mark retrieved: senders may have gone away
-                else:
-                    self.stats.commits += outcome
-                    self.stats.rows += pending.rows
-                    pending.future.set_result(None)
+        if retry and self._closing:
+            for _name, pending in retry:  # not lost: the WAL replays them at the next start
+                self._bytes -= pending.nbytes
+            log.warning("%d group(s) left in the write-ahead log for the next start", len(retry))
+        else:
+            self._sealed = retry + self._sealed
+
+    def _committed(self, name: str, pending: _Pending, commits: int) -> None:
+        self._bytes -= pending.nbytes
+        self.stats.commits += commits
+        self.stats.rows += pending.rows
+        if self._failures.pop(name, 0):
+            log.info("commits to %s succeed again", name)
+        self._not_before.pop(name, None)
+        pending.future.set_result(None)
+        if pending.positions:
+            self.on_committed(pending.positions)
+
+    def _failed(self, name: str, error: Exception, held: int) -> None:
+        self.stats.failures += 1
+        failures = self._failures[name] = self._failures.get(name, 0) + 1
+        delay = min(MAX_BACKOFF_SECONDS, self.flush_interval * 2**failures)
+        self._not_before[name] = time.monotonic() + delay
+        log.warning(
+            "commit to %s failed (%d in a row; %d group(s) held, retry in %.1fs): %s",
+            name,
+            failures,
+            held,
+            delay,
+            error,
+        )
 
     def _commit_groups(self, name: str, pendings: list[_Pending]) -> list[Exception | int]:
         """One table's groups, one after another (a table takes one commit at a time); per
-        group, the error or the number of commits it took."""
+        group, the error or the number of commits it took. In WAL mode the first failure
+        stops the table's run: later groups must not commit before it."""
         outcomes: list[Exception | int] = []
         for pending in pendings:
             try:
                 outcomes.append(self._commit(name, pending))
-            except Exception as exc:  # answered to this group's senders, the next group goes on
+            except Exception as exc:  # answered to this group's senders (or retried)
                 outcomes.append(exc)
+                if self.app_id is not None:
+                    outcomes.extend(exc for _ in pendings[len(outcomes) :])
+                    break
         return outcomes
 
     def _commit(self, name: str, pending: _Pending) -> int:
         data = pa.concat_tables(pending.batches)
+        if self.app_id is not None:
+            txn = Transaction(self.app_id, max(pending.positions))
+            version = self.writer.append(name, data, txn)
+            log.debug("committed %d rows to %s as version %d", data.num_rows, name, version)
+            return 1
         starts = range(0, data.num_rows, self.max_rows)
         for start in starts:
             part = data.slice(start, self.max_rows)
-            version = self.writer.append(name, part)
+            version = self.writer.append(name, part, self._next_session_txn())
             log.debug("committed %d rows to %s as version %d", part.num_rows, name, version)
         return len(starts)
+
+    def _next_session_txn(self) -> Transaction:
+        """Commit mode: a fresh transaction per commit."""
+        with self._sequence_lock:
+            self._sequence += 1
+            return Transaction(self._session_app_id, self._sequence)
 
     async def close(self) -> None:
         """Stop accepting rows, commit everything buffered, answer every waiter."""

@@ -30,9 +30,14 @@ def check_engine(name: str) -> EngineName:
 class TableWriter(Protocol):
     """What the group-commit buffer needs: one Delta commit per call."""
 
-    def append(self, table_name: str, data: pa.Table) -> int:
-        """Commit `data` to the table as one Delta transaction; return the committed version.
+    def append(
+        self, table_name: str, data: pa.Table, app_transaction: Transaction | None = None
+    ) -> int:
+        """Commit `data` to the table as one Delta transaction; return the table's version.
 
+        With `app_transaction` (a Delta `txn` app id + version) the commit records it, and a
+        call whose transaction the table already holds (at that version or later) commits
+        nothing: retries and replays are exactly-once.
         Must be safe to call from several threads for *different* tables at once.
         Raises CommitError if the commit did not happen.
         """
@@ -42,13 +47,6 @@ class TableWriter(Protocol):
 class Engine(TableWriter, Protocol):
     name: Literal["delta-rs", "spark"]
     dialect: Dialect  # the SQL dialect its conditions are written in
-
-    def append(  # type: ignore[override]
-        self, table_name: str, data: pa.Table, app_transaction: Transaction | None = None
-    ) -> int:
-        """One commit of `data`; with `app_transaction` (a Delta `txn` app id + version) a
-        commit already recorded under that id is not repeated."""
-        ...
 
     def conflicts(self) -> tuple[type[BaseException], ...]:
         """The exceptions that mean "lost a race with another writer": worth a retry."""

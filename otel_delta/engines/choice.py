@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from deltalake import Transaction
 
 from otel_delta.engines.base import Engine, EngineName, check_engine
 from otel_delta.engines.delta_rs import DeltaRsEngine
@@ -56,6 +57,8 @@ class Engines:
         mode = check_engine(mode) if mode is not None else self.mode
         return self.delta_rs if mode == "delta-rs" else self.spark
 
-    def append(self, table_name: str, data: pa.Table) -> int:
+    def append(
+        self, table_name: str, data: pa.Table, app_transaction: Transaction | None = None
+    ) -> int:
         """The bridge's commits (a TableWriter for the buffer)."""
-        return self.pick(data.num_rows).append(table_name, data)
+        return self.pick(data.num_rows).append(table_name, data, app_transaction)

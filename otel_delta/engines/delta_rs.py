@@ -31,6 +31,12 @@ def with_evolved_columns(table: DeltaTable, data: pa.Table) -> pa.Table:
     return data
 
 
+def committed(table: DeltaTable, app_transaction: Transaction) -> bool:
+    """Does the table already hold this transaction (at its version or a later one)?"""
+    version = table.transaction_version(app_transaction.app_id)
+    return version is not None and version >= app_transaction.version
+
+
 class DeltaRsEngine:
     """One cached delta-rs handle per table for appends (the log is then read incrementally);
     every other operation opens the table afresh."""
@@ -74,13 +80,24 @@ class DeltaRsEngine:
                 give_up=lambda exc, n: CommitError(
                     f"commit to {table_name} failed after {n} attempts: {exc}"
                 ),
-                before_retry=lambda: self._tables.pop(table_name, None),  # reload the log
             )
 
     def _append_once(
         self, table_name: str, data: pa.Table, app_transaction: Transaction | None
     ) -> int:
-        table = self.open(table_name)
+        try:
+            table = self.open(table_name)
+            if app_transaction is not None and committed(table, app_transaction):
+                return table.version()  # an earlier attempt landed (its reply did not)
+            self._write(table, data, app_transaction)
+            return table.version()
+        except Exception:
+            self._tables.pop(table_name, None)  # reload the log before the next attempt
+            raise
+
+    def _write(
+        self, table: DeltaTable, data: pa.Table, app_transaction: Transaction | None
+    ) -> None:
         write_deltalake(
             table,
             with_evolved_columns(table, data),
@@ -90,7 +107,6 @@ class DeltaRsEngine:
             commit_properties=self.lakehouse.commit_properties(app_transaction),
             post_commithook_properties=PostCommitHookProperties(create_checkpoint=True),
         )
-        return table.version()
 
     # --- operations ------------------------------------------------------------------------
 

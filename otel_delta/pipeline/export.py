@@ -1,7 +1,9 @@
-"""One Export, whatever the transport: admit → decode + convert → buffer → outcome.
+"""One Export, whatever the transport: admit → decode + convert → log or buffer → outcome.
 
-The transports (gRPC, and OTLP/HTTP to come) only move bytes and turn the outcome into their
-status codes; every decision about a request is taken here, once.
+With a write-ahead log (`buffer.ack = "wal"`) a request is accepted once its record is durable
+in the log, which hands its rows to the buffer; without one (`ack = "commit"`) once its rows
+are committed to Delta. The transports (gRPC, and OTLP/HTTP to come) only move bytes and turn
+the outcome into their status codes; every decision about a request is taken here, once.
 """
 
 from __future__ import annotations
@@ -15,28 +17,39 @@ from otel_delta.errors import (
     InvalidRequestError,
     RequestTooLargeError,
     ShuttingDownError,
+    WalError,
 )
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.pipeline.outcome import Accepted, Outcome, Rejected, Retryable
 from otel_delta.signals import Signal
+from otel_delta.wal import WriteAheadLog
 
 log = logging.getLogger(__name__)
 
-RETRYABLE = (BufferFullError, ShuttingDownError, CommitError)
+RETRYABLE = (BufferFullError, ShuttingDownError, CommitError, WalError)
 
 
 class ExportPipeline:
     """The receiving side's one handler, shared by every signal and every transport."""
 
-    def __init__(self, buffer: GroupCommitBuffer, decoder: Decoder, max_request_bytes: int) -> None:
+    def __init__(
+        self,
+        buffer: GroupCommitBuffer,
+        decoder: Decoder,
+        max_request_bytes: int,
+        wal: WriteAheadLog | None = None,
+    ) -> None:
         self.buffer = buffer
         self.decoder = decoder
         self.max_request_bytes = max_request_bytes
+        self.wal = wal
 
     async def export(self, signal: Signal, raw: bytes) -> Outcome:
         """The outcome of one Export request's (decompressed) bytes."""
         try:
             self.buffer.check_capacity()  # refuse early, before spending CPU on decoding
+            if self.wal is not None:
+                self.wal.check_capacity(len(raw))
         except RETRYABLE as exc:
             return Retryable(exc, self.buffer.retry_after)
         if len(raw) > self.max_request_bytes:
@@ -53,7 +66,11 @@ class ExportPipeline:
             log.exception("failed to convert a %s request", signal.name)
             return Rejected(exc, f"failed to convert {signal.name}")
         try:
-            await self.buffer.submit(converted.tables)
+            if self.wal is None:
+                await self.buffer.submit(converted.tables)
+            else:
+                tables = {name: t for name, t in converted.tables.items() if t.num_rows}
+                await self.wal.append(signal.code, raw, tables, commits=len(tables))
         except RETRYABLE as exc:
             return Retryable(exc, self.buffer.retry_after)
         return Accepted(converted.rejected.count, converted.rejected.error_message)

@@ -24,8 +24,8 @@ class RecordingWriter(DeltaRsEngine):
         super().__init__(lakehouse)
         self.commits: list[tuple[str, int]] = []
 
-    def append(self, table_name: str, data: pa.Table) -> int:
-        version = super().append(table_name, data)
+    def append(self, table_name: str, data: pa.Table, app_transaction=None) -> int:
+        version = super().append(table_name, data, app_transaction)
         self.commits.append((table_name, data.num_rows))
         return version
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, Transaction
 
 from otel_delta.convert import spans_to_arrow
 from otel_delta.engines import DeltaRsEngine
@@ -80,3 +80,23 @@ def test_partitioning_mismatch_with_existing_table_is_an_error(tmp_path: Path) -
     other = DeltaRsEngine(Lakehouse(str(tmp_path), partition_by=("date",)))
     with pytest.raises(CommitError, match="partitioned by"):
         other.append("spans", spans_to_arrow(one_span_request(2)).tables["spans"])
+
+
+def test_a_commit_whose_checkpoint_fails_is_not_written_twice(tmp_path: Path) -> None:
+    """The commit lands, then writing its checkpoint fails: the engine's retry must see its
+    own transaction in the table and stop, instead of appending the same rows again."""
+    engine = DeltaRsEngine(Lakehouse(str(tmp_path), checkpoint_interval=1))
+    data = spans_to_arrow(corpus.trace_request()).tables["spans"]
+    engine.append("spans", data, Transaction("test-app", 1))
+    last_checkpoint = tmp_path / "spans" / "_delta_log" / "_last_checkpoint"
+    last_checkpoint.unlink()
+    last_checkpoint.mkdir()  # every checkpoint from now on fails after its commit
+    version = engine.append("spans", data, Transaction("test-app", 2))
+    table = DeltaTable(str(tmp_path / "spans"))
+    assert version == table.version() == 2
+    assert table.to_pyarrow_table().num_rows == 2 * data.num_rows
+    assert table.transaction_version("test-app") == 2
+    # replaying the same transaction (e.g. after a crash) writes nothing either
+    assert engine.append("spans", data, Transaction("test-app", 2)) == 2
+    assert engine.append("spans", data, Transaction("test-app", 1)) == 2
+    assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table().num_rows == 2 * data.num_rows

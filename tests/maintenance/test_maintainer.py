@@ -171,7 +171,8 @@ def test_maintenance_beside_ingestion_loses_and_blocks_nothing(tmp_path: Path) -
     lake = tmp_path / "lake"
     settings = Settings(
         receiver={"grpc_endpoint": "127.0.0.1:0"},
-        buffer={"flush_interval_seconds": 0.05},
+        buffer={"flush_interval_seconds": 0.05},  # the default ack: write-ahead log
+        wal={"dir": str(tmp_path / "wal")},
         deltalake={
             "table_path": str(lake),
             # every 0.3 s; vacuum with zero retention deletes compacted files at once

@@ -26,7 +26,7 @@ def served(tmp_path: Path, monkeypatch):
     lake = tmp_path / "lake"
     settings = Settings(
         receiver={"grpc_endpoint": "127.0.0.1:0"},
-        buffer={"flush_interval_seconds": 0.05},
+        buffer={"flush_interval_seconds": 0.05, "ack": "commit"},  # queried right after
         deltalake={"table_path": str(lake)},
         connector_service={
             "enabled": True,
@@ -127,6 +127,7 @@ def test_enabled_without_token_is_a_config_error(tmp_path: Path) -> None:
     settings = Settings(
         receiver={"grpc_endpoint": "127.0.0.1:0"},
         deltalake={"table_path": str(tmp_path)},
+        wal={"dir": str(tmp_path / "wal")},
         connector_service={"enabled": True, "endpoint": "127.0.0.1:0"},
     )
     with pytest.raises(ConfigError, match="token"):

@@ -72,8 +72,9 @@ def run(lakehouse, mode: str, workers: int):
             "native_convert": mode,
             "convert_workers": workers,
         },
-        buffer={"flush_interval_seconds": 0.1},
+        buffer={"flush_interval_seconds": 0.1},  # the default ack: write-ahead log
         deltalake={"table_path": str(lakehouse)},
+        wal={"dir": str(lakehouse.parent / f"wal-{lakehouse.name}")},
     )
     bridge = RunningBridge(settings)
     answers = []

@@ -1,0 +1,274 @@
+"""The write-ahead log: an Export is acknowledged once its record is on disk (fsync'd).
+
+Appends of all concurrent requests share one write and one fsync (group commit): while one
+batch is being synced, the next one gathers. Once a batch is durable, its records are handed
+to `on_durable` in position order (the buffer takes them from there) and their senders are
+answered. A record is released when every Delta commit its rows went to has succeeded; a
+segment is deleted when all its records are released. On start, `open` recovers the directory
+(cutting off a torn tail) and `replay` yields what the log still holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from otel_delta.errors import WalError, WalFullError
+from otel_delta.wal.record import Record, encode, scan
+from otel_delta.wal.segments import (
+    Segment,
+    fsync_directory,
+    instance_id,
+    list_segments,
+    lock,
+    segment_path,
+    unlock,
+)
+
+log = logging.getLogger(__name__)
+
+FIRST_POSITION = 1
+APP_ID_PREFIX = "otel-delta-wal-"
+
+
+@dataclass
+class _Waiting:
+    signal_code: int
+    payload: bytes
+    item: Any
+    commits: int
+    future: asyncio.Future[int]
+
+
+class WriteAheadLog:
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        segment_bytes: int,
+        max_bytes: int,
+        retry_after_seconds: float = 1.0,
+    ) -> None:
+        self.directory = Path(directory).expanduser().resolve()
+        self.segment_bytes = segment_bytes
+        self.max_bytes = max_bytes
+        self.retry_after = retry_after_seconds
+        self.instance_id = ""
+        self.next_position = FIRST_POSITION
+        self.on_durable: Callable[[int, Any], None] = lambda position, item: None
+        self.syncs = 0  # fsyncs done (each serves every record of its batch)
+        self._segments: list[Segment] = []
+        self._file: BinaryIO | None = None
+        self._lock_fd: int | None = None
+        self._queue: list[_Waiting] = []
+        self._queued_bytes = 0
+        self._outstanding: dict[int, int] = {}  # position → commits still to succeed
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._started = False  # no segment is released before replay has read them all
+        self._task: asyncio.Task[None] | None = None
+        self._io = ThreadPoolExecutor(1, thread_name_prefix="wal")
+
+    @property
+    def app_id(self) -> str:
+        """The Delta transaction app id of this bridge's commits (its versions: positions)."""
+        return APP_ID_PREFIX + self.instance_id
+
+    @property
+    def disk_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    # --- start ------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Lock and recover the directory: cut off a torn tail, find the next position."""
+        try:
+            self._open()
+        except OSError as exc:  # unwritable, full, not a directory: one line, at start
+            raise WalError(f"wal.dir: cannot use {self.directory}: {exc}") from None
+
+    def _open(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = lock(self.directory)
+        self.instance_id = instance_id(self.directory)
+        self._segments = list_segments(self.directory)
+        last_position = FIRST_POSITION - 1
+        for index, segment in enumerate(self._segments):
+            found = scan(segment.path.read_bytes())
+            if found.records:
+                last_position = max(last_position, found.records[-1].position)
+            if found.damage is None:
+                continue
+            if index == len(self._segments) - 1:  # a write that was never fsync'd (nor acked)
+                log.warning("WAL %s: %s; cutting the torn tail", segment.path.name, found.damage)
+                with open(segment.path, "r+b") as f:
+                    f.truncate(found.valid_bytes)
+                    os.fsync(f.fileno())
+                segment.size = found.valid_bytes
+            else:
+                log.error(
+                    "WAL %s is damaged (%s): records after it in that segment are lost",
+                    segment.path.name,
+                    found.damage,
+                )
+        if self._segments:
+            last_position = max(last_position, self._segments[-1].first_position - 1)
+        self.next_position = last_position + 1
+        if not self._segments:
+            self._new_segment(self.next_position)
+        self._file = open(self._segments[-1].path, "ab")  # noqa: SIM115 (kept open)
+
+    def replay(self) -> Iterator[Record]:
+        """Every readable record, oldest first (segment by segment: memory stays small)."""
+        for segment in list(self._segments):
+            yield from scan(segment.path.read_bytes()).records
+
+    def start(self) -> None:
+        """Take appends (after `replay`, whose records must all have been `expect`ed)."""
+        self._started = True
+        self._release()
+        self._task = asyncio.get_running_loop().create_task(self._sync_loop(), name="wal")
+
+    # --- appends ------------------------------------------------------------------------------
+
+    def check_capacity(self, incoming: int = 0) -> None:
+        """WalFullError when the log is at `wal.max_bytes` (records not yet committed)."""
+        used = self.disk_bytes + self._queued_bytes
+        if self._closing:
+            raise WalError("the write-ahead log is closing")
+        if used + incoming > self.max_bytes:
+            raise WalFullError(
+                f"write-ahead log full ({used} of {self.max_bytes} bytes await their Delta "
+                "commits); retry later",
+                self.retry_after,
+            )
+
+    async def append(self, signal_code: int, payload: bytes, item: Any, commits: int) -> int:
+        """Log one record; returns its position once durable. `item` goes to `on_durable`,
+        `commits` is how many Delta commits must succeed before the record is released."""
+        self.check_capacity(len(payload))
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Waiting(signal_code, payload, item, commits, future))
+        self._queued_bytes += len(payload)
+        self._wake.set()
+        # shield: a client that goes away must not cancel a record others share a sync with
+        return await asyncio.shield(future)
+
+    async def _sync_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._queue = self._queue, []
+            self._queued_bytes -= sum(len(w.payload) for w in batch)
+            if batch:
+                first = self.next_position
+                records = [Record(first + i, w.signal_code, w.payload) for i, w in enumerate(batch)]
+                try:
+                    await loop.run_in_executor(self._io, self._write, records)
+                except OSError as exc:
+                    log.error("WAL write failed: %s", exc)
+                    for waiting in batch:
+                        waiting.future.set_exception(WalError(f"write-ahead log: {exc}"))
+                        waiting.future.exception()
+                    continue
+                self.next_position = first + len(batch)
+                for record, waiting in zip(records, batch, strict=True):
+                    self.expect(record.position, waiting.commits)
+                    self.on_durable(record.position, waiting.item)
+                    waiting.future.set_result(record.position)
+            if self._closing and not self._queue:
+                return
+
+    def _write(self, records: list[Record]) -> None:
+        """Runs on the WAL's own thread: one write and one fsync for the whole batch."""
+        data = b"".join(encode(r) for r in records)
+        active = self._segments[-1]
+        if active.size and active.size + len(data) > self.segment_bytes:
+            self._rotate(records[0].position)
+            active = self._segments[-1]
+        assert self._file is not None
+        try:
+            self._file.write(data)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError:
+            # leave no partial record behind: the next batch starts at a clean offset
+            with contextlib.suppress(OSError):
+                self._file.truncate(active.size)
+            raise
+        active.size += len(data)
+        self.syncs += 1
+
+    def _rotate(self, first_position: int) -> None:
+        assert self._file is not None
+        self._file.close()
+        self._new_segment(first_position)
+        self._file = open(self._segments[-1].path, "ab")  # noqa: SIM115 (kept open)
+
+    def _new_segment(self, first_position: int) -> None:
+        path = segment_path(self.directory, first_position)
+        path.touch()
+        fsync_directory(self.directory)
+        self._segments.append(Segment(first_position, path, 0))
+
+    # --- release ------------------------------------------------------------------------------
+
+    def expect(self, position: int, commits: int) -> None:
+        """Record `position` as awaiting `commits` Delta commits (0: released at once)."""
+        if commits > 0:
+            self._outstanding[position] = commits
+        else:
+            self._release()
+
+    def committed(self, positions: list[int]) -> None:
+        """One Delta commit holding rows of these records succeeded."""
+        for position in positions:
+            left = self._outstanding.get(position)
+            if left is None:
+                continue
+            if left <= 1:
+                del self._outstanding[position]
+            else:
+                self._outstanding[position] = left - 1
+        self._release()
+
+    @property
+    def low_watermark(self) -> int:
+        """Every record below this position is committed to Delta."""
+        return min(self._outstanding, default=self.next_position)
+
+    def _release(self) -> None:
+        if not self._started:
+            return
+        low = self.low_watermark
+        removed = False
+        while len(self._segments) > 1 and self._segments[1].first_position <= low:
+            segment = self._segments.pop(0)
+            with contextlib.suppress(FileNotFoundError):
+                segment.path.unlink()
+            removed = True
+        if removed:
+            fsync_directory(self.directory)
+
+    # --- stop ---------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Answer what is queued, then stop (the records stay for the next start's replay)."""
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+        self._io.shutdown(wait=True)
+        if self._file is not None:
+            self._file.close()
+        if self._lock_fd is not None:
+            unlock(self._lock_fd)
+            self._lock_fd = None

@@ -1,0 +1,94 @@
+"""One WAL record on disk: a fixed header with a CRC-32, then the payload.
+
+    magic   u16  0x4F57 ("OW")
+    signal  u8   Signal.code of the request's signal
+    flags   u8   0 (reserved)
+    length  u32  payload bytes
+    position u64 the record's place in the log (strictly increasing, never reused)
+    crc     u32  CRC-32 of the 16 header bytes above and the payload
+    payload      the Export request's (decompressed) protobuf bytes
+
+Little-endian. A record that is short, has another magic, or fails its CRC ends the readable
+log: after a crash that is the torn tail of a write that was never fsync'd (never answered).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+MAGIC = 0x4F57
+HEADER = struct.Struct("<HBBIQ")  # magic, signal, flags, length, position
+CRC = struct.Struct("<I")
+HEADER_BYTES = HEADER.size + CRC.size
+MAX_PAYLOAD = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class Record:
+    position: int
+    signal_code: int
+    payload: bytes
+
+    @property
+    def size(self) -> int:
+        return HEADER_BYTES + len(self.payload)
+
+
+def encode(record: Record) -> bytes:
+    if len(record.payload) > MAX_PAYLOAD:
+        raise ValueError(f"WAL payload of {len(record.payload)} bytes is too large")
+    header = HEADER.pack(MAGIC, record.signal_code, 0, len(record.payload), record.position)
+    crc = zlib.crc32(record.payload, zlib.crc32(header))
+    return header + CRC.pack(crc) + record.payload
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What a scan of one segment's bytes found."""
+
+    records: list[Record]
+    valid_bytes: int  # bytes up to the end of the last good record
+    damage: str | None  # why the scan stopped early (None: it reached the end cleanly)
+
+
+def scan(data: bytes) -> Scan:
+    """The records of one segment, up to the first damaged or incomplete one."""
+    records: list[Record] = []
+    offset = 0
+    damage = None
+    for record, end, problem in _walk(data):
+        if problem is not None:
+            damage = f"{problem} at byte {offset}"
+            break
+        assert record is not None
+        records.append(record)
+        offset = end
+    return Scan(records, offset, damage)
+
+
+def _walk(data: bytes) -> Iterator[tuple[Record | None, int, str | None]]:
+    offset = 0
+    while offset < len(data):
+        if len(data) - offset < HEADER_BYTES:
+            yield None, offset, "incomplete header"
+            return
+        magic, code, _flags, length, position = HEADER.unpack_from(data, offset)
+        if magic != MAGIC:
+            yield None, offset, "bad magic"
+            return
+        start = offset + HEADER_BYTES
+        end = start + length
+        if end > len(data):
+            yield None, offset, "incomplete payload"
+            return
+        (crc,) = CRC.unpack_from(data, offset + HEADER.size)
+        payload = data[start:end]
+        header = data[offset : offset + HEADER.size]
+        if zlib.crc32(payload, zlib.crc32(header)) != crc:
+            yield None, offset, "checksum mismatch"
+            return
+        yield Record(position, code, payload), end, None
+        offset = end

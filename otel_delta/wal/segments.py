@@ -1,0 +1,86 @@
+"""The WAL's files: numbered segments in one directory, the instance id, and the lock.
+
+A segment is named by the position of its first record (`00000000000000000042.wal`); records
+are only ever appended to the newest one, which is never deleted, so its name keeps the next
+position known even when every older segment has been released.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from otel_delta.errors import ConfigError
+
+SUFFIX = ".wal"
+INSTANCE_FILE = "instance-id"
+LOCK_FILE = "lock"
+
+
+@dataclass
+class Segment:
+    first_position: int
+    path: Path
+    size: int
+
+
+def segment_path(directory: Path, first_position: int) -> Path:
+    return directory / f"{first_position:020d}{SUFFIX}"
+
+
+def list_segments(directory: Path) -> list[Segment]:
+    found = []
+    for path in directory.glob(f"*{SUFFIX}"):
+        stem = path.name.removesuffix(SUFFIX)
+        if stem.isdigit():
+            found.append(Segment(int(stem), path, path.stat().st_size))
+    return sorted(found, key=lambda s: s.first_position)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a created, renamed or deleted entry of `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def instance_id(directory: Path) -> str:
+    """This WAL's id, created once: it names the Delta transactions of this bridge."""
+    path = directory / INSTANCE_FILE
+    if path.is_file():
+        value = path.read_text().strip()
+        if value:
+            return value
+    value = uuid.uuid4().hex
+    temporary = path.with_suffix(".tmp")
+    with open(temporary, "w") as out:
+        out.write(value + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)
+    fsync_directory(directory)
+    return value
+
+
+def lock(directory: Path) -> int:
+    """An exclusive lock on the directory for this process's lifetime (one bridge per WAL)."""
+    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(
+            f"wal.dir: {directory} is in use by another otel-delta process "
+            "(each bridge needs its own WAL directory)"
+        ) from None
+    return fd
+
+
+def unlock(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)

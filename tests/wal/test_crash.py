@@ -1,0 +1,108 @@
+"""`kill -9` at random moments under load, restart, repeat: every acknowledged span is stored,
+and nothing is stored twice (ack = "wal", the default). Read back with delta-rs and Spark."""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+from tests.helpers import ServeProcess, read_table
+from tests.test_cli import one_span_request
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+ROUNDS = 4
+CLIENTS = 4
+SPANS_PER_REQUEST = 20
+
+
+def write_config(tmp_path: Path) -> Path:
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
+        # short flushes: commits (and WAL releases) are in flight whenever the kill comes
+        "[buffer]\nflush_interval_seconds = 0.2\nmax_rows = 400\n"
+        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
+        "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
+        f'[wal]\ndir = "{tmp_path / "wal"}"\nsegment_bytes = 65536\n'
+    )
+    return config
+
+
+def request(first: int):
+    """SPANS_PER_REQUEST spans with span ids first+1 … (ids are unique across the test)."""
+    base = one_span_request(first)
+    spans = base.resource_spans[0].scope_spans[0].spans
+    template = spans[0]
+    for k in range(1, SPANS_PER_REQUEST):
+        span = spans.add()
+        span.CopyFrom(template)
+        span.span_id = (first + k + 1).to_bytes(8, "big")
+        span.name = f"s{first + k}"
+    return base
+
+
+def load(endpoint: str, stream: int, stop: threading.Event, acked: list[str], sent: list[str]):
+    """One client: requests with ids unique to `stream`, until stopped; no retries."""
+    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(endpoint))
+    counter = 0
+    while not stop.is_set():
+        first = (stream * 10**7 + counter) * SPANS_PER_REQUEST
+        counter += 1
+        ids = [f"{first + k + 1:016x}" for k in range(SPANS_PER_REQUEST)]
+        sent.extend(ids)
+        try:
+            stub.Export(request(first), timeout=10)
+        except grpc.RpcError:
+            continue  # not acknowledged (killed, or refused): may or may not be stored
+        acked.extend(ids)
+
+
+def replayed(lines: list[str]) -> int:
+    """Records a start found in the WAL and not in Delta (from its replay log line)."""
+    found = (re.search(r"(\d+) replayed", line) for line in lines)
+    return sum(int(m.group(1)) for m in found if m)
+
+
+def test_kill_9_under_load_loses_no_acked_span_and_stores_none_twice(tmp_path: Path, spark):
+    config = write_config(tmp_path)
+    rng = random.Random(20261123)
+    acked: list[str] = []
+    sent: list[str] = []
+    replays = 0
+    for round_ in range(ROUNDS):
+        server = ServeProcess(config)
+        stop = threading.Event()
+        clients = [
+            threading.Thread(
+                target=load, args=(server.endpoint, round_ * CLIENTS + w, stop, acked, sent)
+            )
+            for w in range(CLIENTS)
+        ]
+        for client in clients:
+            client.start()
+        time.sleep(rng.uniform(0.5, 3.0))
+        server.kill9()
+        stop.set()
+        for client in clients:
+            client.join(30)
+        replays += replayed(server.lines)
+    final = ServeProcess(config)  # replays what the last kill left
+    assert final.stop() == 0
+    replays += replayed(final.lines)
+
+    assert len(acked) > 1000, "too little load to mean anything"
+    assert replays > 0, "no restart found anything to replay: the kills came too late"
+    stored = read_table(tmp_path / "lake", "spans").column("span_id").to_pylist()
+    assert len(stored) == len(set(stored)), "a span was stored twice"
+    assert set(acked) <= set(stored), f"{len(set(acked) - set(stored))} acked span(s) lost"
+    assert set(stored) <= set(sent)
+    frame = spark.read.format("delta").load(str(tmp_path / "lake" / "spans"))
+    assert frame.count() == frame.select("span_id").distinct().count() == len(stored)

@@ -1,0 +1,132 @@
+"""The write-ahead log on a real directory: group fsync, order, recovery, release, bounds."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from otel_delta.errors import ConfigError, WalError, WalFullError
+from otel_delta.wal import WriteAheadLog
+from otel_delta.wal.segments import list_segments
+
+
+def new_log(directory: Path, **options: int) -> WriteAheadLog:
+    settings = {"segment_bytes": 1 << 20, "max_bytes": 1 << 30, **options}
+    wal = WriteAheadLog(directory, **settings)
+    wal.open()
+    return wal
+
+
+def test_concurrent_appends_share_fsyncs_and_arrive_in_position_order(tmp_path: Path) -> None:
+    durable: list[tuple[int, str]] = []
+
+    async def scenario() -> list[int]:
+        wal = new_log(tmp_path)
+        wal.on_durable = lambda position, item: durable.append((position, item))
+        wal.start()
+        positions = await asyncio.gather(
+            *(wal.append(1, f"r{i}".encode(), f"r{i}", commits=1) for i in range(200))
+        )
+        assert wal.syncs < 200  # grouped: one fsync served many records
+        await wal.close()
+        return positions
+
+    positions = asyncio.run(scenario())
+    assert sorted(positions) == list(range(1, 201))
+    assert [p for p, _ in durable] == list(range(1, 201))  # handed on in log order
+    assert {item for _, item in durable} == {f"r{i}" for i in range(200)}
+    reopened = new_log(tmp_path)
+    assert [(r.position, r.payload) for r in reopened.replay()] == [
+        (p, item.encode()) for p, item in durable
+    ]
+    assert reopened.next_position == 201
+    assert reopened.instance_id and len(reopened.app_id) > len(reopened.instance_id)
+
+
+def test_a_torn_tail_is_cut_and_the_log_goes_on(tmp_path: Path) -> None:
+    async def write(payloads: list[bytes]) -> None:
+        wal = new_log(tmp_path)
+        wal.start()
+        for payload in payloads:
+            await wal.append(2, payload, None, commits=1)
+        await wal.close()
+
+    asyncio.run(write([b"a", b"b", b"c"]))
+    segment = list_segments(tmp_path)[-1].path
+    whole = segment.stat().st_size
+    with open(segment, "ab") as out:
+        out.write(b"\x57\x4f\x01\x00\xff")  # a write that died half-way
+    asyncio.run(write([b"d"]))
+    assert segment.stat().st_size > whole
+    assert [(r.position, r.payload) for r in new_log(tmp_path).replay()] == [
+        (1, b"a"),
+        (2, b"b"),
+        (3, b"c"),
+        (4, b"d"),
+    ]
+
+
+def test_segments_are_released_once_committed_and_positions_never_repeat(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        wal = new_log(tmp_path, segment_bytes=200)
+        wal.start()
+        for _ in range(30):  # ~100-byte records: several segments
+            await wal.append(3, bytes(80), None, commits=2)
+        assert len(list_segments(tmp_path)) > 3
+        wal.committed(list(range(1, 31)))  # one of two commits each: nothing released
+        assert list_segments(tmp_path)[0].first_position == 1
+        wal.committed(list(range(1, 21)))
+        first = list_segments(tmp_path)[0].first_position
+        assert 1 < first <= 21
+        wal.committed(list(range(21, 31)))
+        assert len(list_segments(tmp_path)) == 1  # the active segment stays
+        assert wal.low_watermark == 31
+        await wal.close()
+
+    asyncio.run(scenario())
+    reopened = new_log(tmp_path)
+    assert all(r.position >= 21 for r in reopened.replay())
+    assert reopened.next_position == 31
+
+
+def test_records_without_rows_are_released_at_once(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        wal = new_log(tmp_path, segment_bytes=100)
+        wal.start()
+        for _ in range(10):
+            await wal.append(1, bytes(60), None, commits=0)  # e.g. every item rejected
+        assert len(list_segments(tmp_path)) == 1
+        await wal.close()
+
+    asyncio.run(scenario())
+
+
+def test_full_log_refuses_with_a_retryable_error(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        wal = new_log(tmp_path, max_bytes=300, segment_bytes=10_000)
+        wal.start()
+        await wal.append(1, bytes(200), None, commits=1)
+        with pytest.raises(WalFullError) as full:
+            await wal.append(1, bytes(200), None, commits=1)
+        assert full.value.retry_after_seconds == 1.0
+        wal.committed([1])
+        await wal.close()
+
+    asyncio.run(scenario())
+
+
+def test_one_process_per_directory(tmp_path: Path) -> None:
+    first = new_log(tmp_path)
+    with pytest.raises(ConfigError, match="in use"):
+        new_log(tmp_path)
+    asyncio.run(first.close())
+    new_log(tmp_path)  # free again once closed
+
+
+def test_an_unusable_directory_is_one_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(WalError, match=r"wal\.dir: cannot use .*file"):
+        new_log(blocker / "wal")
