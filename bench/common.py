@@ -208,7 +208,12 @@ class BridgeProcess:
     """`otel-delta serve` in a child process, with its stderr drained and its RSS sampled."""
 
     def __init__(
-        self, workdir: Path, flush_interval: float, convert_workers: int, native: str
+        self,
+        workdir: Path,
+        flush_interval: float,
+        convert_workers: int,
+        native: str,
+        ack: str = "wal",
     ) -> None:
         self.lake = workdir / "lake"
         self.config = workdir / "deltalake.toml"
@@ -216,7 +221,9 @@ class BridgeProcess:
             f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nconvert_workers = {convert_workers}\n'
             f'native_convert = "{native}"\n'
             f"[buffer]\nflush_interval_seconds = {flush_interval}\nmax_rows = 100000\n"
+            f'ack = "{ack}"\n'
             f'[deltalake]\ntable_path = "{self.lake}"\n'
+            f'[wal]\ndir = "{workdir / "wal"}"\n'
         )
         self.stats = ServerStats()
         self.log_tail: deque[str] = deque(maxlen=200)
