@@ -20,6 +20,12 @@ log = logging.getLogger("otel_delta")
 
 
 async def serve(settings: Settings) -> None:
+    # handlers first: a SIGTERM right after the "listening" line (or during the WAL replay)
+    # must still mean an orderly stop, not the default instant death
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
     bridge = Bridge(settings)
     port = await bridge.start()
     assert bridge.grpc is not None
@@ -28,10 +34,6 @@ async def serve(settings: Settings) -> None:
         bridge.grpc.endpoint,
         settings.deltalake.resolved_table_path(),
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     log.info("stopping: committing buffered telemetry (port %d)", port)
     await bridge.stop()

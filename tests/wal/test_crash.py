@@ -54,14 +54,15 @@ def load(endpoint: str, stream: int, stop: threading.Event, acked: list[str], se
     stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(endpoint))
     counter = 0
     while not stop.is_set():
+        counter += 1  # from 1: an all-zero trace id would be rejected
         first = (stream * 10**7 + counter) * SPANS_PER_REQUEST
-        counter += 1
         ids = [f"{first + k + 1:016x}" for k in range(SPANS_PER_REQUEST)]
         sent.extend(ids)
         try:
-            stub.Export(request(first), timeout=10)
+            response = stub.Export(request(first), timeout=10)
         except grpc.RpcError:
             continue  # not acknowledged (killed, or refused): may or may not be stored
+        assert not response.HasField("partial_success"), response
         acked.extend(ids)
 
 
