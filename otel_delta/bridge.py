@@ -50,6 +50,7 @@ class Bridge:
         receiver = self.settings.receiver
         remote = self.settings.connector_service
         token = remote.resolved_token() if remote.enabled else ""  # fail before binding
+        self.engines.lakehouse.check_writable()
         decoder = Decoder(receiver.convert_workers, use_native(receiver.native_convert))
         buffer_settings = self.settings.buffer
         if buffer_settings.ack == "wal":
@@ -77,7 +78,11 @@ class Bridge:
             await replay(self.wal, decoder, self.buffer, self.engines.lakehouse)
             self.wal.start()
         self.pipeline = ExportPipeline(
-            self.buffer, decoder, receiver.max_receive_message_bytes, self.wal
+            self.buffer,
+            decoder,
+            receiver.max_receive_message_bytes,
+            self.wal,
+            self.engines.lakehouse.partition_by,
         )
         self.grpc = GrpcTransport(receiver, self.pipeline)
         port = await self.grpc.start()

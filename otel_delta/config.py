@@ -27,6 +27,11 @@ from otel_delta.tables import DEFAULT_PARTITION_BY, partitionable_columns
 
 DEFAULT_CONFIG_FILE = "deltalake.toml"
 MIB = 1024 * 1024
+GIB = 1024 * MIB
+HOUR = 3600.0
+DAY = 24 * HOUR
+# the largest gRPC message length grpc accepts (a C int)
+GRPC_MAX_MESSAGE = 2**31 - 1
 log = logging.getLogger(__name__)
 
 # Keys of the connector TOML this file follows (../shared/seeds) that are accepted, validated
@@ -43,12 +48,12 @@ COMPATIBILITY_KEYS: tuple[tuple[str, ...], ...] = (
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ReceiverSettings(Section):
     grpc_endpoint: str = "0.0.0.0:4317"
-    max_receive_message_bytes: int = Field(64 * MIB, gt=0)
+    max_receive_message_bytes: int = Field(64 * MIB, gt=0, le=GRPC_MAX_MESSAGE)
     # processes that decode and convert requests; 0 = in the server process
     convert_workers: int = Field(0, ge=0, le=64)
     # the native (Rust) converter: "auto" = use it where built, "on" = required, "off" = Python
@@ -67,18 +72,20 @@ class BufferSettings(Section):
     # "wal": answer an Export once its record is fsync'd in the write-ahead log (exactly-once
     # into Delta); "commit": once its rows are committed to Delta (no local disk needed)
     ack: Literal["wal", "commit"] = "wal"
-    flush_interval_seconds: float = Field(1.0, gt=0)
-    max_rows: int = Field(100_000, gt=0)
-    max_bytes: int = Field(512 * MIB, gt=0)
-    retry_after_seconds: float = Field(1.0, gt=0)
+    flush_interval_seconds: float = Field(1.0, gt=0, le=HOUR)
+    max_rows: int = Field(100_000, gt=0, le=100_000_000)
+    max_bytes: int = Field(512 * MIB, gt=0, le=1024 * GIB)
+    retry_after_seconds: float = Field(1.0, gt=0, le=HOUR)
 
 
 class WalSettings(Section):
     """`[wal]`: the write-ahead log of `buffer.ack = "wal"`."""
 
     dir: str = "./otel-delta-wal"  # relative to where the bridge runs, like ./lakehouse
-    max_bytes: int = Field(1024 * MIB, gt=0)  # records awaiting commits; beyond: retry later
-    segment_bytes: int = Field(64 * MIB, gt=0)
+    # records awaiting commits; beyond: retry later
+    max_bytes: int = Field(GIB, ge=MIB, le=1024 * 1024 * GIB)
+    # a record's payload length is 32 bits; bigger segments gain nothing
+    segment_bytes: int = Field(64 * MIB, ge=64 * 1024, le=4 * GIB - 1)
 
 
 Compression = Literal["UNCOMPRESSED", "SNAPPY", "GZIP", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"]
@@ -89,16 +96,17 @@ class TableSettings(Section):
 
     compression: Compression = "ZSTD"
     compression_level: int = Field(3, ge=1, le=22)
-    checkpoint_interval: int = Field(100, gt=0)
+    checkpoint_interval: int = Field(100, gt=0, le=1_000_000)
     optimize_enabled: bool = True
     vacuum_enabled: bool = True
-    retention_hours: int = Field(168, ge=0)
+    retention_hours: int = Field(168, ge=0, le=100 * 365 * 24)
     # scheduled maintenance in `serve` (0 = off); see otel_delta/maintenance
-    maintenance_interval_seconds: float = Field(3600.0, ge=0)
-    retention_days: int | None = Field(None, ge=0)  # drop date partitions older; None/0 = keep
+    maintenance_interval_seconds: float = Field(3600.0, ge=0, le=30 * DAY)
+    # drop date partitions older than this; None/0 = keep
+    retention_days: int | None = Field(None, ge=0, le=100 * 365)
     checkpoint_enabled: bool = True  # checkpoint + expired-log cleanup each round
-    parallelism: int = Field(4, gt=0)  # compatibility only (COMPATIBILITY_KEYS)
-    batch_size: int = Field(10_000, gt=0)  # compatibility only
+    parallelism: int = Field(4, gt=0, le=10_000)  # compatibility only (COMPATIBILITY_KEYS)
+    batch_size: int = Field(10_000, gt=0, le=100_000_000)  # compatibility only
 
 
 class OperationsSettings(Section):
@@ -108,11 +116,11 @@ class OperationsSettings(Section):
     delete_enabled: bool = True
     bulk_insert_enabled: bool = True
     streaming_enabled: bool = True  # compatibility only (COMPATIBILITY_KEYS)
-    max_commit_retries: int = Field(15, ge=0)
+    max_commit_retries: int = Field(15, ge=0, le=1000)
     # which engine commits: "auto" sends appends of >= bulk_threshold_rows (and backfills) to
     # Spark and the rest to delta-rs; "delta-rs" / "spark" force one engine
     engine: Literal["auto", "delta-rs", "spark"] = "auto"
-    bulk_threshold_rows: int = Field(500_000, gt=0)
+    bulk_threshold_rows: int = Field(500_000, gt=0, le=10**12)
 
 
 class SchemaSettings(Section):
@@ -128,9 +136,10 @@ class SchemaSettings(Section):
 class StorageSettings(Section):
     """`[deltalake.storage]`: file sizes and object-store options (passed to delta-rs)."""
 
-    file_size_target: int = Field(128 * MIB, gt=0)
-    file_size_max: int = Field(256 * MIB, gt=0)  # compatibility only (COMPATIBILITY_KEYS)
-    min_file_size: int = Field(64 * MIB, gt=0)
+    file_size_target: int = Field(128 * MIB, ge=MIB, le=64 * GIB)
+    # compatibility only (COMPATIBILITY_KEYS)
+    file_size_max: int = Field(256 * MIB, gt=0, le=64 * GIB)
+    min_file_size: int = Field(64 * MIB, gt=0, le=64 * GIB)
     options: dict[str, str] = Field(default_factory=dict)
 
 

@@ -9,14 +9,16 @@ imports nothing of theirs.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
 from otel_delta.config import Settings, SparkSettings
-from otel_delta.errors import CommitError, TableNotFoundError
+from otel_delta.errors import CommitError, ConfigError, TableNotFoundError
 from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES
 from otel_delta.tables.schemas import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 
@@ -71,6 +73,21 @@ class Lakehouse:
     @property
     def is_local(self) -> bool:
         return "://" not in self.root or self.root.startswith("file://")
+
+    def check_writable(self) -> None:
+        """A local root is created if absent and written to once, so a bridge that could never
+        commit refuses to start with one line instead of answering UNAVAILABLE forever. (An
+        object store answers at the first commit.)"""
+        if not self.is_local:
+            return
+        root = Path(self.root.removeprefix("file://"))
+        probe = root / f".otel-delta-probe-{os.getpid()}"
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise ConfigError(f"deltalake.table_path: cannot write {root}: {exc}") from None
 
     # --- how files and commits are written --------------------------------------------------
 

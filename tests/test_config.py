@@ -42,6 +42,17 @@ def test_environment_overrides_file(tmp_path: Path, monkeypatch) -> None:
         ("[deltalake.table]\ncompresion = 'ZSTD'\n", "deltalake.table.compresion: unknown key"),
         ("[deltalake.schema]\nstrict_mode = 'maybe'\n", "deltalake.schema.strict_mode"),
         ("[buffer\n", "not valid TOML"),
+        # every number has a range: no hang, no overflow, no traceback later
+        ("[buffer]\nflush_interval_seconds = inf\n", "buffer.flush_interval_seconds"),
+        ("[buffer]\nflush_interval_seconds = nan\n", "buffer.flush_interval_seconds"),
+        ("[buffer]\nretry_after_seconds = 1e300\n", "buffer.retry_after_seconds"),
+        ("[receiver]\nmax_receive_message_bytes = 3e9\n", "receiver.max_receive_message_bytes"),
+        (
+            "[receiver]\nmax_receive_message_bytes = 3000000000\n",
+            "receiver.max_receive_message_bytes",
+        ),
+        ("[wal]\nsegment_bytes = 10\n", "wal.segment_bytes"),
+        ("[buffer]\nack = 'maybe'\n", "buffer.ack"),
     ],
 )
 def test_invalid_config_is_one_line_naming_the_key(

@@ -9,6 +9,9 @@ the outcome into their status codes; every decision about a request is taken her
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+
+import pyarrow as pa
 
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.errors import (
@@ -19,6 +22,7 @@ from otel_delta.errors import (
     ShuttingDownError,
     WalError,
 )
+from otel_delta.pipeline.admission import admit
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.pipeline.outcome import Accepted, Outcome, Rejected, Retryable
 from otel_delta.signals import Signal
@@ -38,11 +42,13 @@ class ExportPipeline:
         decoder: Decoder,
         max_request_bytes: int,
         wal: WriteAheadLog | None = None,
+        partition_by: Sequence[str] = (),
     ) -> None:
         self.buffer = buffer
         self.decoder = decoder
         self.max_request_bytes = max_request_bytes
         self.wal = wal
+        self.partition_by = tuple(partition_by)
 
     async def export(self, signal: Signal, raw: bytes) -> Outcome:
         """The outcome of one Export request's (decompressed) bytes."""
@@ -59,9 +65,15 @@ class ExportPipeline:
             )
             return Rejected(error, str(error))
         try:
-            converted = await self.decoder.decode(signal, raw)
+            converted = admit(await self.decoder.decode(signal, raw), self.partition_by)
         except InvalidRequestError as exc:
             return Rejected(exc, str(exc))
+        except (pa.ArrowCapacityError, OverflowError, MemoryError) as exc:
+            error = RequestTooLargeError(
+                f"{signal.name} request expands beyond what one batch can hold ({exc}); "
+                "send smaller requests"
+            )
+            return Rejected(error, str(error))
         except Exception as exc:
             log.exception("failed to convert a %s request", signal.name)
             return Rejected(exc, f"failed to convert {signal.name}")

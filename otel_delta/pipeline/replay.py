@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.errors import InvalidRequestError, TableNotFoundError
 from otel_delta.lakehouse import Lakehouse
+from otel_delta.pipeline.admission import admit
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.signals import SIGNALS_BY_CODE
 from otel_delta.tables import TABLES
@@ -55,7 +56,7 @@ async def replay(
         try:
             if signal is None:
                 raise InvalidRequestError(f"unknown signal code {record.signal_code}")
-            converted = await decoder.decode(signal, record.payload)
+            converted = admit(await decoder.decode(signal, record.payload), lakehouse.partition_by)
         except InvalidRequestError as exc:  # accepted once, so only a downgrade gets here
             report.unreadable += 1
             log.error("WAL record %d cannot be converted, dropped: %s", record.position, exc)

@@ -19,6 +19,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta.convert.to_otlp import spans_from_arrow
+from otel_delta.errors import ConfigError
 from tests.helpers import RunningBridge, make_settings, read_table, running_bridge, table_exists
 
 pytestmark = pytest.mark.e2e
@@ -193,15 +194,22 @@ def test_full_buffer_answers_unavailable_with_retry_info(lakehouse) -> None:
         assert read_table(lakehouse, "spans")["name"].to_pylist() == ["first"]
 
 
-def test_failed_commit_answers_unavailable(tmp_path) -> None:
-    blocker = tmp_path / "not-a-directory"
-    blocker.write_text("a file where the lakehouse should be")
-    with running_bridge(blocker) as bridge:
+def test_failed_commit_answers_unavailable(lakehouse) -> None:
+    with running_bridge(lakehouse) as bridge:
+        # after start (an unusable lakehouse is refused at start): the table cannot be created
+        (lakehouse / "spans").write_text("a file where the spans table should be")
         traces, _, _ = bridge.stubs(bridge.channel())
         with pytest.raises(grpc.RpcError) as err:
             traces.Export(trace_request(span("lost")))
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
         assert "commit to spans failed" in err.value.details()
+
+
+def test_unwritable_lakehouse_is_refused_at_start(tmp_path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the lakehouse should be")
+    with pytest.raises(ConfigError, match=r"deltalake\.table_path: cannot write"):
+        RunningBridge(make_settings(blocker / "lake"))
 
 
 def test_message_over_the_receive_limit_is_refused(tmp_path) -> None:
@@ -222,3 +230,29 @@ def test_message_over_the_receive_limit_is_refused(tmp_path) -> None:
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     finally:
         bridge.stop()
+
+
+def test_one_bad_item_does_not_fail_anyone_elses_commit(bridge, lakehouse) -> None:
+    """A service.name too long for a partition directory and a year-2300 start time, sent
+    concurrently with a normal span into the same commit: the normal span and the long-named
+    one are stored, the out-of-range one is rejected in partial_success."""
+    long_name = "svc-" + "n" * 1000
+    named = trace_request(span("long-named", span_id=b"\x03" * 8))
+    named.resource_spans[0].resource.attributes.append(
+        KeyValue(key="service.name", value=AnyValue(string_value=long_name))
+    )
+    far_future = trace_request(span("year-2300", span_id=b"\x04" * 8, start_time_unix_nano=2**63))
+    traces, _, _ = bridge.stubs(bridge.channel())
+    futures = [
+        traces.Export.future(request)
+        for request in (trace_request(span("normal")), named, far_future)
+    ]
+    answers = [f.result(timeout=30) for f in futures]
+    assert not answers[0].HasField("partial_success")
+    assert not answers[1].HasField("partial_success")
+    assert answers[2].partial_success.rejected_spans == 1
+    assert "2^63" in answers[2].partial_success.error_message
+    rows = {r["name"]: r for r in read_table(lakehouse, "spans").to_pylist()}
+    assert set(rows) == {"normal", "long-named"}
+    assert dict(rows["long-named"]["resource_attributes"])["service.name"] == long_name
+    assert rows["long-named"]["service_name"].startswith("svc-nnn")

@@ -55,6 +55,16 @@ def paced(emit) -> int:
     return emitted
 
 
+def stored_exactly_once(tmp_path: Path, server: ServeProcess, emitted: int, table: str) -> None:
+    """After the SDK flushed: stop the bridge; every emitted item is in `table`, once.
+    Items are told apart by their text (span name / log body), unique per item."""
+    assert server.stop() == 0
+    column = {"spans": "name", "logs": "body"}[table]
+    values = read_table(tmp_path / "lake", table).column(column).to_pylist()
+    assert emitted == RATE * SECONDS
+    assert len(values) == len(set(values)) == emitted, f"{len(set(values))} of {emitted} stored"
+
+
 def test_sdk_default_batch_span_processor_at_2000_spans_per_second(tmp_path: Path) -> None:
     server = serve(tmp_path)
     provider = TracerProvider(resource=RESOURCE)
@@ -69,10 +79,7 @@ def test_sdk_default_batch_span_processor_at_2000_spans_per_second(tmp_path: Pat
 
     emitted = paced(emit)
     provider.shutdown()  # flushes the SDK's queue
-    assert server.stop() == 0
-    names = read_table(tmp_path / "lake", "spans").column("name").to_pylist()
-    assert emitted == RATE * SECONDS
-    assert len(names) == len(set(names)) == emitted, f"{len(set(names))} of {emitted} stored"
+    stored_exactly_once(tmp_path, server, emitted, "spans")
 
 
 def test_sdk_default_batch_log_processor_at_2000_records_per_second(tmp_path: Path) -> None:
@@ -88,7 +95,4 @@ def test_sdk_default_batch_log_processor_at_2000_records_per_second(tmp_path: Pa
 
     emitted = paced(emit)
     provider.shutdown()
-    assert server.stop() == 0
-    bodies = read_table(tmp_path / "lake", "logs").column("body").to_pylist()
-    assert emitted == RATE * SECONDS
-    assert len(bodies) == len(set(bodies)) == emitted, f"{len(set(bodies))} of {emitted} stored"
+    stored_exactly_once(tmp_path, server, emitted, "logs")
