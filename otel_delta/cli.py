@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import resource
 import signal
 import sys
 
@@ -17,6 +18,19 @@ from otel_delta.config import Settings, load_settings
 from otel_delta.errors import OtelDeltaError
 
 log = logging.getLogger("otel_delta")
+
+
+def raise_open_files_limit() -> None:
+    """Every client connection holds a file descriptor: a soft limit of 1,024 (a common
+    default) stalls Exports once that many collectors and SDKs are connected. Raise the soft
+    limit to the hard one, as the Collector and Prometheus do."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open-files limit from %d: %s", soft, exc)
 
 
 async def serve(settings: Settings) -> None:
@@ -90,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "backfill":
             run_backfill(settings, args)
         else:
+            raise_open_files_limit()
             asyncio.run(serve(settings))
     except Aborted:
         print("otel-delta: aborted", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -101,11 +102,19 @@ class ServeProcess:
     """`otel-delta serve --config FILE` as a user starts it; stderr is drained on a thread
     (kept in `lines`) so a chatty server never blocks on a full pipe."""
 
-    def __init__(self, config: Path, timeout: float = 60) -> None:
+    def __init__(
+        self, config: Path, timeout: float = 60, open_files_soft_limit: int | None = None
+    ) -> None:
+        def limit() -> None:  # in the child, before exec: as if started under `ulimit -n`
+            if open_files_soft_limit is not None:
+                _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files_soft_limit, hard))
+
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)],
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=limit,
         )
         self.lines: list[str] = []
         ready = threading.Event()

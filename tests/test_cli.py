@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from tests.helpers import read_table
+from tests.helpers import ServeProcess, read_table
 
 pytestmark = pytest.mark.e2e
 
@@ -140,3 +141,34 @@ def test_sigterm_in_wal_mode_answers_quickly_and_commits_everything(tmp_path: Pa
     assert sorted(read_table(lake, "spans")["name"].to_pylist()) == sorted(
         f"s{i}" for i in range(1, 21)
     )
+
+
+def test_many_idle_connections_do_not_stall_exports(tmp_path: Path) -> None:
+    """Started under `ulimit -n 1024` (a common default), 1,100 idle client connections plus
+    one that exports: serve raises its soft limit, so the export is answered."""
+    wanted = 1_100
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < wanted + 200:
+        raise AssertionError(f"this machine's hard open-files limit {hard} is too low")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted + 200), hard))
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
+        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    server = ServeProcess(config, open_files_soft_limit=1024)
+    idle = []
+    try:
+        for _ in range(wanted):
+            channel = grpc.insecure_channel(
+                server.endpoint, options=[("grpc.use_local_subchannel_pool", 1)]
+            )
+            grpc.channel_ready_future(channel).result(timeout=30)
+            idle.append(channel)
+        stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
+        stub.Export(one_span_request(1), timeout=30)
+    finally:
+        for channel in idle:
+            channel.close()
+        assert server.stop() == 0
+    assert read_table(tmp_path / "lake", "spans").num_rows == 1

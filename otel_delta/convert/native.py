@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from otel_delta.convert.result import MAX_REPORTED_ERRORS, Converted, Rejections
+from otel_delta.errors import RequestTooLargeError
 from otel_delta.tables import TABLES
 
 try:
@@ -35,7 +36,18 @@ def _converter(signal: str, table: str) -> NativeConvert:
     converter = otel_delta_native.Converter(signal, schema, MAX_REPORTED_ERRORS)
 
     def convert(raw: bytes) -> Converted | None:
-        outcome = converter.convert(raw)
+        try:
+            outcome = converter.convert(raw)
+        except Exception:
+            raise
+        except BaseException as exc:  # a Rust panic (pyo3 raises it as a BaseException)
+            if type(exc).__name__ != "PanicException":
+                raise
+            # seen: one column of the request's rows past 2 GiB (resource attributes repeat
+            # in every row); the Python converter would need even more memory for it
+            raise RequestTooLargeError(
+                f"{signal} request too large to convert ({exc}); send smaller requests"
+            ) from None
         if outcome is None:
             return None
         batch, count, messages = outcome

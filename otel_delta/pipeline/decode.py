@@ -19,7 +19,12 @@ from google.protobuf.message import DecodeError
 
 from otel_delta.convert import Converted, Rejections
 from otel_delta.convert import native as native_convert
-from otel_delta.errors import ConfigError, InvalidRequestError
+from otel_delta.errors import (
+    ConfigError,
+    InvalidRequestError,
+    OtelDeltaError,
+    RequestTooLargeError,
+)
 from otel_delta.ipc import from_ipc, to_ipc
 from otel_delta.signals import SIGNALS_BY_NAME, Signal
 
@@ -51,12 +56,12 @@ def decode(signal: Signal, raw: bytes, native: bool = False) -> Converted:
 
 def _decode_in_worker(
     signal_name: str, raw: bytes, native: bool
-) -> tuple[dict[str, bytes], Rejections] | str:
-    """Runs in a worker process; returns plain data (an error is returned as its message)."""
+) -> tuple[dict[str, bytes], Rejections] | OtelDeltaError:
+    """Runs in a worker process; returns plain data (a refusal is returned, not raised)."""
     try:
         converted = decode(SIGNALS_BY_NAME[signal_name], raw, native)
-    except InvalidRequestError as exc:
-        return str(exc)
+    except (InvalidRequestError, RequestTooLargeError) as exc:
+        return exc
     return {name: to_ipc(t) for name, t in converted.tables.items()}, converted.rejected
 
 
@@ -92,8 +97,8 @@ class Decoder:
         outcome = await loop.run_in_executor(
             self._pool, _decode_in_worker, signal.name, raw, self.native
         )
-        if isinstance(outcome, str):
-            raise InvalidRequestError(outcome)
+        if isinstance(outcome, OtelDeltaError):
+            raise outcome
         ipc, rejected = outcome
         tables = {name: from_ipc(data) for name, data in ipc.items()}
         return Converted(tables, rejected)

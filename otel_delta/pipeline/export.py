@@ -66,7 +66,7 @@ class ExportPipeline:
             return Rejected(error, str(error))
         try:
             converted = admit(await self.decoder.decode(signal, raw), self.partition_by)
-        except InvalidRequestError as exc:
+        except (InvalidRequestError, RequestTooLargeError) as exc:
             return Rejected(exc, str(exc))
         except (pa.ArrowCapacityError, OverflowError, MemoryError) as exc:
             error = RequestTooLargeError(

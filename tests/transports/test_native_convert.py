@@ -13,7 +13,11 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from otel_delta.config import Settings
 from otel_delta.convert import native
@@ -21,7 +25,7 @@ from otel_delta.errors import ConfigError
 from otel_delta.pipeline.decode import use_native
 from tests import corpus
 from tests.convert.test_native_parity import deep, one_span_with, random_request
-from tests.helpers import RunningBridge, read_table
+from tests.helpers import RunningBridge, make_settings, read_table
 from tests.transports.test_bad_input import TRACE_EXPORT, span, trace_request
 
 
@@ -118,3 +122,34 @@ def test_native_on_and_off_store_the_same_rows_and_answers(tmp_path, workers) ->
     assert on_spans.sort_by("span_id").equals(off_spans.sort_by("span_id"))
     # logs have no unique column: compare as sets of rows (rows are dicts of plain values)
     assert sorted(map(repr, on_logs.to_pylist())) == sorted(map(repr, off_logs.to_pylist()))
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_a_request_that_panics_the_native_converter_gets_an_answer(tmp_path) -> None:
+    """Found in black-box testing: one 64 KiB resource attribute on 33,000 spans repeats into
+    more than 2 GiB of one column and the native converter panics (about 3 GB RSS, 15 s here).
+    That request gets RESOURCE_EXHAUSTED; the bridge goes on serving everyone else."""
+    big = ExportTraceServiceRequest()
+    resource_spans = big.resource_spans.add()
+    resource_spans.resource.attributes.append(
+        KeyValue(key="big", value=AnyValue(string_value="x" * 65536))
+    )
+    spans = resource_spans.scope_spans.add().spans
+    for i in range(1, 33_001):
+        spans.append(span(f"s{i}", trace_id=i.to_bytes(16, "big"), span_id=i.to_bytes(8, "big")))
+    settings = make_settings(tmp_path / "lake")
+    settings = settings.model_copy(
+        update={"receiver": settings.receiver.model_copy(update={"native_convert": "on"})}
+    )
+    bridge = RunningBridge(settings)
+    try:
+        traces, _, _ = bridge.stubs(bridge.channel())
+        with pytest.raises(grpc.RpcError) as err:
+            traces.Export(big, timeout=240)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "too large" in err.value.details()
+        traces.Export(trace_request(span("after")), timeout=30)
+    finally:
+        bridge.stop()
+    assert read_table(tmp_path / "lake", "spans")["name"].to_pylist() == ["after"]
