@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import resource
 import signal
@@ -103,7 +104,11 @@ class ServeProcess:
     (kept in `lines`) so a chatty server never blocks on a full pipe."""
 
     def __init__(
-        self, config: Path, timeout: float = 60, open_files_soft_limit: int | None = None
+        self,
+        config: Path,
+        timeout: float = 60,
+        open_files_soft_limit: int | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         def limit() -> None:  # in the child, before exec: as if started under `ulimit -n`
             if open_files_soft_limit is not None:
@@ -115,6 +120,7 @@ class ServeProcess:
             stderr=subprocess.PIPE,
             text=True,
             preexec_fn=limit,
+            env={**os.environ, **(env or {})},
         )
         self.lines: list[str] = []
         ready = threading.Event()

@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "otel_delta.ipc",
         "otel_delta.retry",
         "otel_delta.sql",
+        "otel_delta.faults",
         "otel_delta._generated",
     ),
     ("otel_delta.config", "otel_delta.net", "otel_delta.status"),

@@ -36,6 +36,7 @@ from deltalake import Transaction
 
 from otel_delta.engines.base import TableWriter
 from otel_delta.errors import BufferFullError, CommitError, ShuttingDownError
+from otel_delta.faults import crash_point
 from otel_delta.tables import TABLES
 
 log = logging.getLogger(__name__)
@@ -221,6 +222,7 @@ class GroupCommitBuffer:
         self._not_before.pop(name, None)
         pending.future.set_result(None)
         if pending.positions:
+            crash_point("delta-committed")
             self.on_committed(pending.positions)
 
     def _failed(self, name: str, error: Exception, held: int) -> None:

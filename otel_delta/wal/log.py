@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from otel_delta.errors import WalError, WalFullError
+from otel_delta.faults import crash_point
 from otel_delta.wal.record import Record, encode, scan
 from otel_delta.wal.segments import (
     Segment,
@@ -180,6 +181,7 @@ class WriteAheadLog:
                         waiting.future.exception()
                     continue
                 self.next_position = first + len(batch)
+                crash_point("wal-synced")
                 for record, waiting in zip(records, batch, strict=True):
                     self.expect(record.position, waiting.commits)
                     self.on_durable(record.position, waiting.item)
@@ -198,6 +200,7 @@ class WriteAheadLog:
         try:
             self._file.write(data)
             self._file.flush()
+            crash_point("wal-written")
             os.fsync(self._file.fileno())
         except OSError:
             # leave no partial record behind: the next batch starts at a clean offset
