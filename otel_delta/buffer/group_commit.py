@@ -90,6 +90,7 @@ class GroupCommitBuffer:
         self._failures: dict[str, int] = {}  # consecutive failed commits per table
         self._not_before: dict[str, float] = {}  # backoff: next attempt per table
         self._bytes = 0  # buffered + being committed
+        self._reserved = 0  # requests admitted and still being decoded and converted
         self._wake = asyncio.Event()
         self._closing = False
         self._flushed = asyncio.Event()
@@ -100,18 +101,34 @@ class GroupCommitBuffer:
     def buffered_bytes(self) -> int:
         return self._bytes
 
+    @property
+    def reserved_bytes(self) -> int:
+        return self._reserved
+
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="flusher")
 
-    def check_capacity(self) -> None:
-        """Refuse new work early (before decoding) when full or stopping."""
+    def check_capacity(self, incoming: int = 0) -> None:
+        """Refuse new work early (before decoding) when full or stopping. `incoming`: what the
+        new request will need; a request alone is always let in (it could never fit later)."""
         if self._closing:
             raise ShuttingDownError("otel-delta is shutting down")
-        if self._bytes >= self.max_bytes:
+        used = self._bytes + self._reserved
+        if used >= self.max_bytes or (used and used + incoming > self.max_bytes):
             raise BufferFullError(
-                f"ingest buffer full ({self._bytes} of {self.max_bytes} bytes); retry later",
+                f"ingest buffer full ({used} of {self.max_bytes} bytes buffered or being "
+                "converted); retry later",
                 self.retry_after,
             )
+
+    def reserve(self, nbytes: int) -> None:
+        """Admit a request that will need about `nbytes` while it is decoded and converted
+        (BufferFullError if that does not fit); `release` it once its rows are buffered."""
+        self.check_capacity(nbytes)
+        self._reserved += nbytes
+
+    def release(self, nbytes: int) -> None:
+        self._reserved -= nbytes
 
     async def submit(self, tables: dict[str, pa.Table]) -> None:
         """Buffer the rows and wait until they are committed (raises CommitError if not)."""

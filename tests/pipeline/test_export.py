@@ -106,3 +106,23 @@ def test_full_buffer_and_shutdown_are_retryable_with_the_delay(tmp_path: Path) -
     assert full.retry_after == 2.5 and status_for(full.error).retryable
     assert isinstance(stopping, Retryable) and isinstance(stopping.error, ShuttingDownError)
     assert read_table(tmp_path, "spans")["name"].to_pylist() == ["s1"]
+
+
+def test_requests_being_converted_count_against_the_memory_bound(tmp_path: Path) -> None:
+    """Admission reserves memory for the conversion before it starts (4 bytes per request
+    byte) and releases it once the rows are buffered: concurrent large requests cannot take
+    memory the buffer's bound does not see."""
+    raw = one_span_request(1).SerializeToString()
+
+    async def scenario(pipeline, buffer):
+        buffer.reserve(900)  # another request, still converting
+        refused = await pipeline.export(TRACES, raw)
+        buffer.release(900)
+        accepted = await pipeline.export(TRACES, raw)
+        return refused, accepted, buffer.reserved_bytes
+
+    refused, accepted, reserved = run(tmp_path, scenario, max_bytes=900 + 2 * len(raw))
+    assert isinstance(refused, Retryable) and isinstance(refused.error, BufferFullError)
+    assert "being converted" in refused.message
+    assert isinstance(accepted, Accepted)
+    assert reserved == 0  # released again, refused or not
