@@ -213,17 +213,25 @@ class BridgeProcess:
         flush_interval: float,
         convert_workers: int,
         native: str,
-        ack: str = "wal",
+        ack: str | None = "wal",
+        buffer_max_bytes: int | None = None,
+        source: Path | None = None,
     ) -> None:
+        """`source`: run the otel_delta package of another source tree (e.g. an older
+        checkout, as the baseline of the same run) instead of this one; `ack = None` for a
+        version from before the write-ahead log (its config has no such keys)."""
         self.lake = workdir / "lake"
         self.config = workdir / "deltalake.toml"
+        buffer = f"flush_interval_seconds = {flush_interval}\nmax_rows = 100000\n"
+        if ack is not None:
+            buffer += f'ack = "{ack}"\n'
+        if buffer_max_bytes is not None:
+            buffer += f"max_bytes = {buffer_max_bytes}\n"
+        wal = f'[wal]\ndir = "{workdir / "wal"}"\n' if ack is not None else ""
         self.config.write_text(
             f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nconvert_workers = {convert_workers}\n'
-            f'native_convert = "{native}"\n'
-            f"[buffer]\nflush_interval_seconds = {flush_interval}\nmax_rows = 100000\n"
-            f'ack = "{ack}"\n'
-            f'[deltalake]\ntable_path = "{self.lake}"\n'
-            f'[wal]\ndir = "{workdir / "wal"}"\n'
+            f'native_convert = "{native}"\n[buffer]\n{buffer}'
+            f'[deltalake]\ntable_path = "{self.lake}"\n{wal}'
         )
         self.stats = ServerStats()
         self.log_tail: deque[str] = deque(maxlen=200)
@@ -232,6 +240,7 @@ class BridgeProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(self.config)],
             cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONPATH": str(source)} if source else None,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
