@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.common import (
@@ -74,10 +75,11 @@ def run_bridge(
     flush_interval: float,
     convert_workers: int,
     native: str,
-    ack: str,
+    ack: str | None,
+    source: Path | None = None,
 ) -> BridgeRun:
     with workdir() as path:
-        server = BridgeProcess(path, flush_interval, convert_workers, native, ack)
+        server = BridgeProcess(path, flush_interval, convert_workers, native, ack, source=source)
         try:
             port = server.wait_for_port()
             cpu_before = server.cpu_seconds()
@@ -132,10 +134,10 @@ def render(
         cores = server.ingest_cpu_seconds / ingest.seconds if ingest.seconds else 0.0
         per_span = server.ingest_cpu_seconds / ingest.spans_acked * 1e6 if ingest.spans_acked else 0
         native, ack = mode.split("/")
+        what = f"ack = {ack}" if ack != "baseline" else f"baseline source {args.baseline_src}"
         rows = [
             (
-                f"bridge process, native convert {native}, ack = {ack}, "
-                f"{ingest.clients} gRPC clients:",
+                f"bridge process, native convert {native}, {what}, {ingest.clients} gRPC clients:",
                 None,
                 None,
             ),
@@ -245,6 +247,12 @@ def _parser() -> argparse.ArgumentParser:
         default="wal",
         help="bridge buffer.ack; both: run commit, then wal (same payloads, same run)",
     )
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="also run an older source tree (before the write-ahead log) on the same payloads",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--profile-convert",
@@ -280,6 +288,18 @@ def main(argv: list[str] | None = None) -> int:
         for native in natives
         for ack in acks
     }
+    if args.baseline_src is not None:
+        for native in natives:
+            runs[f"{native}/baseline"] = run_bridge(
+                payloads,
+                args.clients,
+                args.max_seconds,
+                args.flush_interval,
+                args.convert_workers,
+                native,
+                None,
+                args.baseline_src,
+            )
     found = [f"{mode}: {p}" for mode, run in runs.items() for p in problems(run)]
     print(render(args, base, runs, build_seconds))
     if profile:
