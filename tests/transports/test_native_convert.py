@@ -76,7 +76,8 @@ def run(lakehouse, mode: str, workers: int):
             "native_convert": mode,
             "convert_workers": workers,
         },
-        buffer={"flush_interval_seconds": 0.1},  # the default ack: write-ahead log
+        # one commit per (serial) Export, as before: rows sharing a span id keep their order
+        buffer={"flush_interval_seconds": 0.1, "ack": "commit"},
         deltalake={"table_path": str(lakehouse)},
         wal={"dir": str(lakehouse.parent / f"wal-{lakehouse.name}")},
     )
