@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 
 from otel_delta.buffer import GroupCommitBuffer
-from otel_delta.errors import InvalidRequestError, TableNotFoundError
+from otel_delta.errors import InvalidRequestError, RequestTooLargeError, TableNotFoundError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.pipeline.admission import admit
 from otel_delta.pipeline.decode import Decoder
@@ -57,7 +57,8 @@ async def replay(
             if signal is None:
                 raise InvalidRequestError(f"unknown signal code {record.signal_code}")
             converted = admit(await decoder.decode(signal, record.payload), lakehouse.partition_by)
-        except InvalidRequestError as exc:  # accepted once, so only a downgrade gets here
+        except (InvalidRequestError, RequestTooLargeError) as exc:
+            # it was accepted once: only another otel-delta version can refuse it now
             report.unreadable += 1
             log.error("WAL record %d cannot be converted, dropped: %s", record.position, exc)
             wal.expect(record.position, 0)
