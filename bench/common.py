@@ -239,7 +239,9 @@ class BridgeProcess:
         self._stop_sampling = threading.Event()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(self.config)],
-            cwd=REPO_ROOT,
+            # `python -m` puts the working directory first on sys.path: run in the tree whose
+            # otel_delta package is wanted
+            cwd=source or REPO_ROOT,
             env={**os.environ, "PYTHONPATH": str(source)} if source else None,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -41,6 +41,7 @@ from otel_delta.tables import TABLES
 
 log = logging.getLogger(__name__)
 
+FIRST_BACKOFF_SECONDS = 1.0  # WAL mode: a failed table's retries wait 2, 4, 8 … 30 s
 MAX_BACKOFF_SECONDS = 30.0
 
 
@@ -245,7 +246,7 @@ class GroupCommitBuffer:
     def _failed(self, name: str, error: Exception, held: int) -> None:
         self.stats.failures += 1
         failures = self._failures[name] = self._failures.get(name, 0) + 1
-        delay = min(MAX_BACKOFF_SECONDS, self.flush_interval * 2**failures)
+        delay = min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2**failures)
         self._not_before[name] = time.monotonic() + delay
         log.warning(
             "commit to %s failed (%d in a row; %d group(s) held, retry in %.1fs): %s",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.convert import spans_to_arrow
@@ -160,3 +161,40 @@ def test_no_commit_holds_more_than_max_rows(tmp_path: Path) -> None:
     assert sum(rows for _, rows in writer.commits) == 37
     assert sorted(rows for _, rows in writer.commits) == [5, 6, 6, 10, 10]
     assert read_table(tmp_path, "spans").num_rows == 37
+
+
+def test_wal_mode_retries_a_failed_table_in_order_and_commits_each_record_once(
+    tmp_path: Path,
+) -> None:
+    """ack = "wal": nobody waits, so a failed commit is kept and retried with backoff; the
+    groups behind it wait (a transaction version means "every record up to here"), and once
+    the table can be written every record is committed exactly once and released."""
+    blocker = tmp_path / "spans"
+    blocker.write_text("a file where the table should be")  # injected: commits fail
+    released: list[int] = []
+    writer = RecordingWriter(Lakehouse(str(tmp_path)))
+    writer.transient_retries = 0  # the buffer's own retry is what is under test
+
+    async def scenario() -> None:
+        buffer = make_buffer(writer, flush_interval_seconds=0.05, max_rows=2, app_id="test-wal")
+        buffer.on_committed = released.extend
+        buffer.start()
+        for position in range(1, 6):
+            buffer.add(spans(position), position)
+        await asyncio.sleep(0.5)
+        assert buffer.stats.failures >= 1 and released == []
+        assert buffer.buffered_bytes > 0  # kept, not dropped
+        blocker.unlink()  # the storage recovers
+        deadline = asyncio.get_running_loop().time() + 20
+        while len(released) < 5 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        await buffer.close()
+
+    asyncio.run(scenario())
+    assert released == [1, 2, 3, 4, 5]  # in log order
+    assert [rows for _, rows in writer.commits] == [2, 2, 1]
+    table = DeltaTable(str(tmp_path / "spans"))
+    assert table.transaction_version("test-wal") == 5
+    assert sorted(read_table(tmp_path, "spans")["name"].to_pylist()) == [
+        f"s{i}" for i in range(1, 6)
+    ]
