@@ -13,7 +13,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -87,6 +94,16 @@ class WalSettings(Section):
     max_bytes: int = Field(GIB, ge=MIB, le=1024 * 1024 * GIB)
     # a record's payload length is 32 bits; bigger segments gain nothing
     segment_bytes: int = Field(64 * MIB, ge=64 * 1024, le=4 * GIB - 1)
+
+    @model_validator(mode="after")
+    def _segments_fit(self) -> WalSettings:
+        # the newest segment is never deleted: a log no bigger than it could never take more
+        if self.segment_bytes * 2 > self.max_bytes:
+            raise ValueError(
+                f"segment_bytes ({self.segment_bytes}) must be at most half of max_bytes "
+                f"({self.max_bytes})"
+            )
+        return self
 
 
 Compression = Literal["UNCOMPRESSED", "SNAPPY", "GZIP", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"]

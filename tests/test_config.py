@@ -52,6 +52,7 @@ def test_environment_overrides_file(tmp_path: Path, monkeypatch) -> None:
             "receiver.max_receive_message_bytes",
         ),
         ("[wal]\nsegment_bytes = 10\n", "wal.segment_bytes"),
+        ("[wal]\nmax_bytes = 1048576\nsegment_bytes = 1048576\n", "half of max_bytes"),
         ("[buffer]\nack = 'maybe'\n", "buffer.ack"),
     ],
 )
