@@ -53,15 +53,7 @@ class Bridge:
         self.engines.lakehouse.check_writable()
         decoder = Decoder(receiver.convert_workers, use_native(receiver.native_convert))
         buffer_settings = self.settings.buffer
-        if buffer_settings.ack == "wal":
-            wal = self.settings.wal
-            self.wal = WriteAheadLog(
-                wal.dir,
-                segment_bytes=wal.segment_bytes,
-                max_bytes=wal.max_bytes,
-                retry_after_seconds=buffer_settings.retry_after_seconds,
-            )
-            self.wal.open()
+        self.wal = self._open_wal()
         self.buffer = GroupCommitBuffer(
             self.engines,
             flush_interval_seconds=buffer_settings.flush_interval_seconds,
@@ -96,6 +88,20 @@ class Bridge:
             self.connector_port = self.connector_server.start()
             log.info("ConnectorService listening on port %d", self.connector_port)
         return port
+
+    def _open_wal(self) -> WriteAheadLog | None:
+        """The write-ahead log of `buffer.ack = "wal"`, locked and recovered (None: "commit")."""
+        if self.settings.buffer.ack != "wal":
+            return None
+        settings = self.settings.wal
+        wal = WriteAheadLog(
+            settings.dir,
+            segment_bytes=settings.segment_bytes,
+            max_bytes=settings.max_bytes,
+            retry_after_seconds=self.settings.buffer.retry_after_seconds,
+        )
+        wal.open()
+        return wal
 
     async def _drain(self) -> None:
         """Log what is in flight, then commit everything buffered."""
