@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -22,15 +21,12 @@ import grpc
 import numpy as np
 
 from bench.common import (
-    REPO_ROOT,
     RESULTS_DIR,
     BridgeProcess,
     build_payloads,
     count_rows,
-    git_commit,
-    machine,
+    finish,
     workdir,
-    write_results,
 )
 
 RESULTS_FILE = RESULTS_DIR / "ack-latency-latest.json"
@@ -121,22 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if run["rows_in_table"] != run["exports"] + 1 or run["exit_code"] != 0:
             problems.append(f"ack = {run['ack']}: rows or exit code wrong: {run}")
-    for problem in problems:
-        print(f"!!! {problem}", file=sys.stderr)
-    write_results(
-        {
-            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "git_commit": git_commit(),
-            "machine": machine(platform=platform.platform()),
-            "config": vars(args),
-            "fsync_alone": fsync,
-            "runs": runs,
-            "problems": problems,
-        },
-        RESULTS_FILE,
-    )
-    print(f"results: {RESULTS_FILE.relative_to(REPO_ROOT)}")
-    return 1 if problems else 0
+    return finish(RESULTS_FILE, vars(args), problems, fsync_alone=fsync, runs=runs)
 
 
 if __name__ == "__main__":

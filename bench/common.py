@@ -538,3 +538,23 @@ def write_results(data: dict[str, Any], path: Path) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     tmp.replace(path)
+
+
+def finish(path: Path, config: dict[str, Any], problems: list[str], **figures: Any) -> int:
+    """The end of a benchmark run: problems printed loudly, the figures written with the run's
+    commit, machine and config to `path`; exit code 1 if anything made the figures doubtful."""
+    for problem in problems:
+        print(f"!!! {problem}", file=sys.stderr)
+    write_results(
+        {
+            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "git_commit": git_commit(),
+            "machine": machine(platform=platform.platform()),
+            "config": config,
+            **figures,
+            "problems": problems,
+        },
+        path,
+    )
+    print(f"results: {path.relative_to(REPO_ROOT)}")
+    return 1 if problems else 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -25,14 +24,11 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from bench.common import (
-    REPO_ROOT,
     RESULTS_DIR,
     BridgeProcess,
     build_payloads,
-    git_commit,
-    machine,
+    finish,
     workdir,
-    write_results,
 )
 
 RESULTS_FILE = RESULTS_DIR / "flush-files-latest.json"
@@ -112,21 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if r["rows_in_table"] != r["spans_acked"] or r["exit_code"] != 0:
             problems.append(f"interval {r['flush_interval_seconds']}: rows or exit code: {r}")
-    for problem in problems:
-        print(f"!!! {problem}", file=sys.stderr)
-    write_results(
-        {
-            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "git_commit": git_commit(),
-            "machine": machine(platform=platform.platform()),
-            "config": vars(args),
-            "runs": runs,
-            "problems": problems,
-        },
-        RESULTS_FILE,
-    )
-    print(f"results: {RESULTS_FILE.relative_to(REPO_ROOT)}")
-    return 1 if problems else 0
+    return finish(RESULTS_FILE, vars(args), problems, runs=runs)
 
 
 if __name__ == "__main__":

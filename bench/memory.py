@@ -12,7 +12,6 @@ reported against the goal max_bytes + 300 MB, beside the same load on a baseline
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import threading
 import time
@@ -23,14 +22,11 @@ import grpc
 
 from bench.common import (
     MIB,
-    REPO_ROOT,
     RESULTS_DIR,
     BridgeProcess,
     build_payloads,
-    git_commit,
-    machine,
+    finish,
     workdir,
-    write_results,
 )
 
 RESULTS_FILE = RESULTS_DIR / "memory-latest.json"
@@ -123,22 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if r["exit_code"] != 0:
             problems.append(f"{r['source']} {r['clients']} clients: exit code {r['exit_code']}")
-    for problem in problems:
-        print(f"!!! {problem}", file=sys.stderr)
-    write_results(
-        {
-            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "git_commit": git_commit(),
-            "machine": machine(platform=platform.platform()),
-            "config": {**vars(args), "baseline_src": str(args.baseline_src)},
-            "request_bytes": size,
-            "runs": runs,
-            "problems": problems,
-        },
-        RESULTS_FILE,
-    )
-    print(f"results: {RESULTS_FILE.relative_to(REPO_ROOT)}")
-    return 1 if problems else 0
+    config = {**vars(args), "baseline_src": str(args.baseline_src)}
+    return finish(RESULTS_FILE, config, problems, request_bytes=size, runs=runs)
 
 
 if __name__ == "__main__":
