@@ -275,8 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     profile = profile_convert(payloads[: args.profile_convert]) if args.profile_convert else None
     natives = ["off", "on"] if args.native == "both" else [args.native]
     acks = ["commit", "wal"] if args.ack == "both" else [args.ack]
+    # (label, buffer.ack, source tree): this tree per ack mode, then the baseline tree if given
+    modes: list[tuple[str, str | None, Path | None]] = [(ack, ack, None) for ack in acks]
+    if args.baseline_src is not None:
+        modes.append(("baseline", None, args.baseline_src))
     runs = {
-        f"{native}/{ack}": run_bridge(
+        f"{native}/{label}": run_bridge(
             payloads,
             args.clients,
             args.max_seconds,
@@ -284,22 +288,11 @@ def main(argv: list[str] | None = None) -> int:
             args.convert_workers,
             native,
             ack,
+            source,
         )
+        for label, ack, source in modes
         for native in natives
-        for ack in acks
     }
-    if args.baseline_src is not None:
-        for native in natives:
-            runs[f"{native}/baseline"] = run_bridge(
-                payloads,
-                args.clients,
-                args.max_seconds,
-                args.flush_interval,
-                args.convert_workers,
-                native,
-                None,
-                args.baseline_src,
-            )
     found = [f"{mode}: {p}" for mode, run in runs.items() for p in problems(run)]
     print(render(args, base, runs, build_seconds))
     if profile:

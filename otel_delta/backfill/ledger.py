@@ -18,6 +18,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from otel_delta.engines.delta_rs import holds_transaction
 from otel_delta.lakehouse import table_uri
 from otel_delta.tables.schemas import BACKFILL_FILES, DEAD_LETTERS
 
@@ -59,10 +60,10 @@ def loaded_hashes(root: str, storage: dict[str, str] | None = None) -> set[str]:
 def committed(uri: str, app: str, storage: dict[str, str] | None = None) -> bool:
     """Has a commit with this txn app id (at our version) landed in the table already?"""
     try:
-        version = DeltaTable(uri, storage_options=storage or None).transaction_version(app)
+        table = DeltaTable(uri, storage_options=storage or None)
     except TableNotFoundError:
         return False
-    return version is not None and version >= TXN_VERSION
+    return holds_transaction(table, Transaction(app, TXN_VERSION))
 
 
 def append_once(

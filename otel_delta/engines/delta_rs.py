@@ -31,7 +31,7 @@ def with_evolved_columns(table: DeltaTable, data: pa.Table) -> pa.Table:
     return data
 
 
-def committed(table: DeltaTable, app_transaction: Transaction) -> bool:
+def holds_transaction(table: DeltaTable, app_transaction: Transaction) -> bool:
     """Does the table already hold this transaction (at its version or a later one)?"""
     version = table.transaction_version(app_transaction.app_id)
     return version is not None and version >= app_transaction.version
@@ -87,7 +87,7 @@ class DeltaRsEngine:
     ) -> int:
         try:
             table = self.open(table_name)
-            if app_transaction is not None and committed(table, app_transaction):
+            if app_transaction is not None and holds_transaction(table, app_transaction):
                 return table.version()  # an earlier attempt landed (its reply did not)
             self._write(table, data, app_transaction)
             return table.version()
