@@ -13,7 +13,7 @@ JARS := jars/delta-spark_2.13-$(DELTA_VERSION).jar jars/delta-storage-$(DELTA_VE
 LOGSTORE_JAR := jars/otel-delta-logstore-0.1.0.jar
 JARS += $(LOGSTORE_JAR)
 
-.PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native
+.PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native collector
 
 # gRPC code of our own protos/ (ConnectorService), generated, never committed
 PROTOS := $(wildcard protos/*/*/*.proto)
@@ -59,6 +59,41 @@ $(NATIVE): $(STAMP) $(NATIVE_SRC)
 		$(abspath $(VENV))/bin/maturin develop --release --locked --quiet
 	touch $@
 
+# An OpenTelemetry Collector (built by the Collector Builder, ocb, from tools/otelcol/builder.yaml)
+# and telemetrygen, from the Go module proxy, cached outside the clone so that fresh clones reuse
+# them; tests/tools.py finds them at the same paths. The collector's folder is named by a hash of
+# the manifest, not by its mtime (new in every clone). Each is built in a temp folder and moved into
+# place, so an interrupted build leaves nothing that looks done.
+OTELCOL_VERSION := 0.161.0
+TOOLS_CACHE ?= $(or $(OTEL_DELTA_TOOLS_CACHE),$(HOME)/.cache/otel-delta)
+export OTEL_DELTA_TOOLS_CACHE := $(TOOLS_CACHE)
+OTELCOL_MANIFEST := tools/otelcol/builder.yaml
+OTELCOL_HASH := $(shell sha256sum $(OTELCOL_MANIFEST) | cut -c1-12)
+OTELCOL := $(TOOLS_CACHE)/otelcol-$(OTELCOL_VERSION)-$(OTELCOL_HASH)/otelcol-otel-delta
+TELEMETRYGEN := $(TOOLS_CACHE)/telemetrygen-$(OTELCOL_VERSION)/telemetrygen
+OCB := $(TOOLS_CACHE)/ocb-$(OTELCOL_VERSION)/builder
+
+collector: $(OTELCOL) $(TELEMETRYGEN)
+
+$(OCB):
+	mkdir -p $(TOOLS_CACHE)
+	set -e; tmp=$$(mktemp -d $(TOOLS_CACHE)/.ocb.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
+	GOBIN=$$tmp go install go.opentelemetry.io/collector/cmd/builder@v$(OTELCOL_VERSION); \
+	mkdir -p $(@D); mv $$tmp/builder $@
+
+# TMPDIR: ocb makes an (unused) temp folder of its own at every start
+$(OTELCOL): | $(OCB)
+	mkdir -p $(TOOLS_CACHE)
+	set -e; tmp=$$(mktemp -d $(TOOLS_CACHE)/.otelcol.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
+	TMPDIR=$$tmp $(OCB) --config $(OTELCOL_MANIFEST) --output-path $$tmp/dist; \
+	mkdir -p $(@D); cp $(OTELCOL_MANIFEST) $(@D)/builder.yaml; mv $$tmp/dist/$(@F) $@
+
+$(TELEMETRYGEN):
+	mkdir -p $(TOOLS_CACHE)
+	set -e; tmp=$$(mktemp -d $(TOOLS_CACHE)/.telemetrygen.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
+	GOBIN=$$tmp go install github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@v$(OTELCOL_VERSION); \
+	mkdir -p $(@D); mv $$tmp/telemetrygen $@
+
 run: setup
 	$(VENV)/bin/otel-delta serve --config deltalake.toml
 
@@ -66,7 +101,7 @@ lint: setup
 	$(VENV)/bin/ruff check otel_delta tests bench
 	$(VENV)/bin/ruff format --check otel_delta tests bench
 
-test: lint
+test: lint $(OTELCOL) $(TELEMETRYGEN)
 	$(VENV)/bin/pytest
 
 quick: setup

@@ -45,6 +45,11 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# every door of a benchmarked bridge on loopback, on ports the OS picks
+LOOPBACK = (
+    '[admin]\nendpoint = "127.0.0.1:0"\n'
+    '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = "127.0.0.1:0"\n'
+)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 RSS_SAMPLE_SECONDS = 0.05
@@ -228,8 +233,10 @@ class BridgeProcess:
         if buffer_max_bytes is not None:
             buffer += f"max_bytes = {buffer_max_bytes}\n"
         wal = f'[wal]\ndir = "{workdir / "wal"}"\n' if ack is not None else ""
+        # a baseline tree may predate the HTTP and admin endpoints (and refuse their keys)
+        doors = LOOPBACK if source is None else '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
         self.config.write_text(
-            f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nconvert_workers = {convert_workers}\n'
+            f"{doors}convert_workers = {convert_workers}\n"
             f'native_convert = "{native}"\n[buffer]\n{buffer}'
             f'[deltalake]\ntable_path = "{self.lake}"\n{wal}'
         )

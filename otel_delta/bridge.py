@@ -1,10 +1,14 @@
-"""Wires transports → pipeline → buffer → engines from settings, and owns the orderly shutdown."""
+"""Wires transports → pipeline → buffer → engines from settings, reports readiness and gauges
+to the admin endpoint, and owns the orderly shutdown."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
+from otel_delta.admin import AdminServer, Check, Gauge
+from otel_delta.auth import BearerToken
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.config import Settings
 from otel_delta.connector import DeltaLakeConnector
@@ -15,12 +19,13 @@ from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.pipeline import Decoder, ExportPipeline, use_native
 from otel_delta.pipeline.replay import replay
 from otel_delta.remote.service import ConnectorServer
-from otel_delta.transports import GrpcTransport
+from otel_delta.transports import GrpcTransport, HttpTransport
 from otel_delta.wal import WriteAheadLog
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_SECONDS = 30.0
+READINESS_POLL_SECONDS = 1.0  # how often the gRPC health service follows /readyz
 
 
 def build_engines(settings: Settings) -> Engines:
@@ -41,6 +46,10 @@ class Bridge:
         self.wal: WriteAheadLog | None = None
         self.pipeline: ExportPipeline | None = None
         self.grpc: GrpcTransport | None = None
+        self.http: HttpTransport | None = None
+        self.admin: AdminServer | None = None
+        self._stopping = False
+        self._health_task: asyncio.Task[None] | None = None
         self.maintainer: Maintainer | None = None
         self.connector_server: ConnectorServer | None = None
         self.connector_port = 0
@@ -50,6 +59,8 @@ class Bridge:
         receiver = self.settings.receiver
         remote = self.settings.connector_service
         token = remote.resolved_token() if remote.enabled else ""  # fail before binding
+        receiver_token = receiver.auth.resolved_token()
+        bearer = BearerToken(receiver_token) if receiver_token else None
         self.engines.lakehouse.check_writable()
         decoder = Decoder(receiver.convert_workers, use_native(receiver.native_convert))
         buffer_settings = self.settings.buffer
@@ -76,8 +87,17 @@ class Bridge:
             self.wal,
             self.engines.lakehouse.partition_by,
         )
-        self.grpc = GrpcTransport(receiver, self.pipeline)
+        self.grpc = GrpcTransport(receiver, self.pipeline, bearer)
         port = await self.grpc.start()
+        if receiver.http_endpoint:
+            self.http = HttpTransport(receiver, self.pipeline, bearer)
+            await self.http.start()
+        if self.settings.admin.endpoint:
+            self.admin = AdminServer(self.settings.admin, self.checks, self.gauges)
+            await self.admin.start()
+        self._health_task = asyncio.get_running_loop().create_task(
+            self._follow_readiness(), name="grpc-health"
+        )
         policy = maintenance_policy(self.settings)
         if policy is not None:
             self.maintainer = Maintainer(policy)
@@ -103,6 +123,77 @@ class Bridge:
         wal.open()
         return wal
 
+    def checks(self) -> list[Check]:
+        """What /readyz reports: can this bridge take telemetry and store it?"""
+        checks = [
+            Check(
+                "receiver",
+                not self._stopping and self.grpc is not None,
+                "stopping" if self._stopping else "",
+            )
+        ]
+        if self.wal is not None:
+            full = self.wal.disk_bytes >= self.wal.max_bytes
+            checks.append(
+                Check(
+                    "wal",
+                    not full,
+                    f"{self.wal.disk_bytes} of {self.wal.max_bytes} bytes await commits",
+                )
+            )
+        if self.buffer is not None:
+            failing = self.buffer.failing_seconds()
+            limit = self.settings.admin.commit_failure_seconds
+            checks.append(
+                Check("commits", failing < limit, f"failing for {failing:.0f} s" if failing else "")
+            )
+        return checks
+
+    def gauges(self) -> list[Gauge]:
+        """The running bridge's state, for /metrics."""
+        gauges = [Gauge("ready", "1 when /readyz passes", float(all(c.ok for c in self.checks())))]
+        if self.buffer is not None:
+            gauges += [
+                Gauge(
+                    "buffer_bytes",
+                    "Arrow bytes buffered or being committed",
+                    self.buffer.buffered_bytes,
+                ),
+                Gauge(
+                    "buffer_reserved_bytes",
+                    "Bytes held for requests being converted",
+                    self.buffer.reserved_bytes,
+                ),
+                Gauge(
+                    "commit_failing_seconds",
+                    "How long commits to some table have failed",
+                    self.buffer.failing_seconds(),
+                ),
+            ]
+        if self.wal is not None:
+            gauges += [
+                Gauge(
+                    "wal_bytes", "Bytes of write-ahead log segments on disk", self.wal.disk_bytes
+                ),
+                Gauge("wal_segments", "Write-ahead log segments on disk", self.wal.segment_count),
+                Gauge(
+                    "wal_pending_records",
+                    "Logged requests not yet committed to Delta",
+                    self.wal.pending_records,
+                ),
+            ]
+        return gauges
+
+    async def _follow_readiness(self) -> None:
+        """Keep the gRPC health service (for gRPC probes) in step with /readyz."""
+        serving = True
+        while not self._stopping:
+            await asyncio.sleep(READINESS_POLL_SECONDS)
+            ready = all(check.ok for check in self.checks())
+            if ready != serving and self.grpc is not None and not self._stopping:
+                await self.grpc.set_serving(ready)
+                serving = ready
+
     async def _drain(self) -> None:
         """Log what is in flight, then commit everything buffered."""
         assert self.buffer is not None
@@ -113,12 +204,22 @@ class Bridge:
     async def stop(self, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop accepting, commit what is buffered, answer the waiting requests."""
         assert self.buffer is not None and self.grpc is not None and self.pipeline is not None
+        self._stopping = True
+        if self._health_task is not None:
+            self._health_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._health_task
         if self.connector_server is not None:
             await asyncio.to_thread(self.connector_server.stop)
         if self.maintainer is not None:
             await asyncio.to_thread(self.maintainer.stop)
-        await asyncio.gather(self.grpc.stop(grace_seconds), self._drain())
+        transports = [self.grpc.stop(grace_seconds)]
+        if self.http is not None:
+            transports.append(self.http.stop(grace_seconds))
+        await asyncio.gather(*transports, self._drain())
         self.pipeline.close()
+        if self.admin is not None:
+            await self.admin.stop()
         stats = self.buffer.stats
         if self.wal is not None:
             log.info("write-ahead log: %d fsyncs", self.wal.syncs)

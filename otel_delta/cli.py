@@ -16,6 +16,7 @@ from otel_delta.commands import add_commands, run_command
 from otel_delta.commands.confirm import Aborted
 from otel_delta.config import Settings, load_settings
 from otel_delta.errors import OtelDeltaError
+from otel_delta.logformat import use_json_logs
 
 log = logging.getLogger("otel_delta")
 
@@ -43,9 +44,16 @@ async def serve(settings: Settings) -> None:
     bridge = Bridge(settings)
     port = await bridge.start()
     assert bridge.grpc is not None
+    doors = [f"{bridge.grpc.endpoint} (OTLP/gRPC)"]
+    if bridge.http is not None:
+        doors.append(f"{bridge.http.endpoint} (OTLP/HTTP)")
+    if bridge.admin is not None:
+        host = settings.admin.endpoint.rpartition(":")[0]
+        doors.append(f"admin on {host}:{bridge.admin.port}")
     log.info(
-        "otel-delta listening on %s (OTLP/gRPC), writing Delta tables to %s",
-        bridge.grpc.endpoint,
+        "otel-delta listening on %s%s; writing Delta tables to %s",
+        ", ".join(doors),
+        " with TLS" if settings.receiver.tls.enabled else "",
         settings.deltalake.resolved_table_path(),
     )
     await stop.wait()
@@ -101,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command not in ("serve", "backfill"):
             return run_command(args)
         settings = load_settings(args.config)
+        if settings.logging.format == "json":
+            use_json_logs()
         if args.command == "backfill":
             run_backfill(settings, args)
         else:

@@ -58,21 +58,87 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+def _check_host_port(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    return value
+
+
+class TlsSettings(Section):
+    """`[receiver.tls]`: TLS for both OTLP transports, like the Collector's TLS settings."""
+
+    cert_file: str = ""  # PEM certificate chain; with key_file, turns TLS on
+    key_file: str = ""
+    client_ca_file: str = ""  # set: mTLS, clients must present a certificate signed by it
+
+    @model_validator(mode="after")
+    def _pairs(self) -> TlsSettings:
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("set both cert_file and key_file, or neither")
+        if self.client_ca_file and not self.cert_file:
+            raise ValueError("client_ca_file (mTLS) needs cert_file and key_file")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.cert_file)
+
+
+class AuthSettings(Section):
+    """`[receiver.auth]`: a bearer token every OTLP request must carry."""
+
+    token_env: str = ""  # the name of the environment variable holding it; "" = no auth
+
+    def resolved_token(self) -> str | None:
+        """The token, or None without auth; an empty or unset variable is a config error."""
+        if not self.token_env:
+            return None
+        token = os.environ.get(self.token_env, "")
+        if not token:
+            raise ConfigError(f"config error: receiver.auth.token_env: ${self.token_env} is unset")
+        return token
+
+
 class ReceiverSettings(Section):
     grpc_endpoint: str = "0.0.0.0:4317"
+    http_endpoint: str = "0.0.0.0:4318"  # OTLP/HTTP; "" turns it off
     max_receive_message_bytes: int = Field(64 * MIB, gt=0, le=GRPC_MAX_MESSAGE)
     # processes that decode and convert requests; 0 = in the server process
     convert_workers: int = Field(0, ge=0, le=64)
     # the native (Rust) converter: "auto" = use it where built, "on" = required, "off" = Python
     native_convert: Literal["auto", "on", "off"] = "auto"
+    tls: TlsSettings = TlsSettings()
+    auth: AuthSettings = AuthSettings()
 
     @field_validator("grpc_endpoint")
     @classmethod
     def _host_port(cls, value: str) -> str:
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError(f"expected HOST:PORT, got {value!r}")
-        return value
+        return _check_host_port(value)
+
+    @field_validator("http_endpoint")
+    @classmethod
+    def _optional_host_port(cls, value: str) -> str:
+        return value and _check_host_port(value)
+
+
+class AdminSettings(Section):
+    """`[admin]`: /healthz, /readyz and /metrics (Prometheus) over plain HTTP."""
+
+    endpoint: str = "127.0.0.1:13133"  # "" turns it off
+    # /readyz fails once commits to Delta have failed for this long without one succeeding
+    commit_failure_seconds: float = Field(60.0, gt=0, le=30 * DAY)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _optional_host_port(cls, value: str) -> str:
+        return value and _check_host_port(value)
+
+
+class LoggingSettings(Section):
+    """`[logging]`: how `serve` writes its log (to stderr)."""
+
+    format: Literal["text", "json"] = "text"  # json: one object per line, for log shippers
 
 
 class BufferSettings(Section):
@@ -200,7 +266,7 @@ class ConnectorServiceSettings(Section):
     @field_validator("endpoint")
     @classmethod
     def _host_port(cls, value: str) -> str:
-        return ReceiverSettings._host_port(value)
+        return _check_host_port(value)
 
     def resolved_token(self) -> str:
         """The bearer token; a service without one would be open to anyone, so it is required."""
@@ -232,6 +298,8 @@ class Settings(BaseSettings):
     deltalake: DeltaLakeSettings = DeltaLakeSettings()
     connector_service: ConnectorServiceSettings = ConnectorServiceSettings()
     spark: SparkSettings = SparkSettings()
+    admin: AdminSettings = AdminSettings()
+    logging: LoggingSettings = LoggingSettings()
 
     model_config = SettingsConfigDict(
         env_prefix="OTEL_DELTA_",

@@ -15,6 +15,14 @@ class InvalidRequestError(OtelDeltaError):
     """An OTLP request could not be decoded at all (maps to gRPC INVALID_ARGUMENT)."""
 
 
+class UnsupportedMediaTypeError(InvalidRequestError):
+    """An OTLP/HTTP request in a content type or encoding we do not read (HTTP 415)."""
+
+
+class UnauthenticatedError(OtelDeltaError):
+    """A request without the bearer token `receiver.auth` requires (UNAUTHENTICATED / 401)."""
+
+
 class RequestTooLargeError(OtelDeltaError):
     """An OTLP request is larger than `receiver.max_receive_message_bytes` (not retryable)."""
 

@@ -30,6 +30,7 @@ class Signal:
     rejected_field: str  # the counter in <Response>.partial_success
     date_column: str  # the time (ns) the `date` partition of a row is taken from
     grpc_service: str  # fully qualified gRPC service name
+    http_path: str  # the OTLP/HTTP path
 
     def response_for(self, rejected: int, error_message: str) -> Message:
         """The Export response; `partial_success` is filled only when items were rejected."""
@@ -52,6 +53,7 @@ SIGNALS: tuple[Signal, ...] = (
         rejected_field="rejected_spans",
         date_column="start_time_unix_nano",
         grpc_service="opentelemetry.proto.collector.trace.v1.TraceService",
+        http_path="/v1/traces",
     ),
     Signal(
         name="metrics",
@@ -63,6 +65,7 @@ SIGNALS: tuple[Signal, ...] = (
         rejected_field="rejected_data_points",
         date_column="time_unix_nano",
         grpc_service="opentelemetry.proto.collector.metrics.v1.MetricsService",
+        http_path="/v1/metrics",
     ),
     Signal(
         name="logs",
@@ -74,6 +77,7 @@ SIGNALS: tuple[Signal, ...] = (
         rejected_field="rejected_log_records",
         date_column="time_unix_nano",  # observed_time_unix_nano when 0
         grpc_service="opentelemetry.proto.collector.logs.v1.LogsService",
+        http_path="/v1/logs",
     ),
 )
 

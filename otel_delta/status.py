@@ -31,6 +31,8 @@ from otel_delta.errors import (
     SchemaMismatchError,
     ShuttingDownError,
     TableNotFoundError,
+    UnauthenticatedError,
+    UnsupportedMediaTypeError,
     VersionNotFoundError,
     WalError,
 )
@@ -46,6 +48,8 @@ class Status:
 # first match wins: subclasses before their bases
 STATUS_OF: tuple[tuple[type[OtelDeltaError], Status], ...] = (
     # the OTLP receiver
+    (UnsupportedMediaTypeError, Status(grpc.StatusCode.INVALID_ARGUMENT, 415)),
+    (UnauthenticatedError, Status(grpc.StatusCode.UNAUTHENTICATED, 401)),
     (InvalidRequestError, Status(grpc.StatusCode.INVALID_ARGUMENT, 400)),
     (RequestTooLargeError, Status(grpc.StatusCode.RESOURCE_EXHAUSTED, 413)),
     (BufferFullError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
@@ -86,19 +90,26 @@ def retry_info(retry_after_seconds: float) -> RetryInfo:
     )
 
 
+def rpc_status(
+    code: grpc.StatusCode, message: str, retry_after_seconds: float | None = None
+) -> status_pb2.Status:
+    """The google.rpc.Status of an answer: the gRPC rich status, and the OTLP/HTTP error body."""
+    status = status_pb2.Status(code=code.value[0], message=message)
+    if retry_after_seconds is not None:
+        detail = Any()
+        detail.Pack(retry_info(retry_after_seconds))
+        status.details.append(detail)
+    return status
+
+
 def retry_metadata(message: str, retry_after_seconds: float) -> tuple[tuple[str, bytes], ...]:
     """gRPC trailers that tell an exporter how long to back off, per the OTLP spec.
 
     Both the standard rich-status trailer (read by the Collector's Go exporters) and the bare
     `google.rpc.retryinfo-bin` trailer (read by the Python SDK exporter) are sent.
     """
-    info = retry_info(retry_after_seconds)
-    detail = Any()
-    detail.Pack(info)
-    status = status_pb2.Status(
-        code=grpc.StatusCode.UNAVAILABLE.value[0], message=message, details=[detail]
-    )
+    status = rpc_status(grpc.StatusCode.UNAVAILABLE, message, retry_after_seconds)
     return (
         ("grpc-status-details-bin", status.SerializeToString()),
-        ("google.rpc.retryinfo-bin", info.SerializeToString()),
+        ("google.rpc.retryinfo-bin", retry_info(retry_after_seconds).SerializeToString()),
     )

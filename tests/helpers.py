@@ -25,6 +25,13 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from otel_delta.bridge import Bridge
 from otel_delta.config import Settings
 
+# Test servers listen on loopback only, on ports the OS picks: every door of the bridge
+LOOPBACK = (
+    '[admin]\nendpoint = "127.0.0.1:0"\n'
+    '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = "127.0.0.1:0"\n'
+)
+LOOPBACK_RECEIVER = {"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"}
+
 
 def make_settings(
     table_path: Path,
@@ -40,7 +47,8 @@ def make_settings(
     unless one is given (a restart reuses it)."""
     wal = wal_dir or table_path.parent / f"wal-{uuid.uuid4().hex[:8]}"
     return Settings(
-        receiver={"grpc_endpoint": "127.0.0.1:0", "convert_workers": convert_workers},
+        receiver={**LOOPBACK_RECEIVER, "convert_workers": convert_workers},
+        admin={"endpoint": "127.0.0.1:0"},
         buffer={"flush_interval_seconds": 0.1, "ack": ack, **buffer},
         deltalake={"table_path": str(table_path)},
         wal={"dir": str(wal)},

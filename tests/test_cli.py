@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from tests.helpers import ServeProcess, read_table
+from tests.helpers import LOOPBACK, ServeProcess, read_table
 
 pytestmark = pytest.mark.e2e
 
@@ -61,7 +61,7 @@ def test_sigterm_commits_requests_in_flight_and_exits_zero(tmp_path: Path) -> No
     config = tmp_path / "deltalake.toml"
     # a flush interval far longer than the test: only shutdown can commit these rows
     config.write_text(
-        f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
+        f"{LOOPBACK}"
         f'[buffer]\nflush_interval_seconds = 600\nack = "commit"\n'
         f'[deltalake]\ntable_path = "{lake}"\n'
     )
@@ -91,8 +91,7 @@ def test_bad_config_is_one_clear_line(tmp_path: Path) -> None:
 def test_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
     config = tmp_path / "deltalake.toml"
     config.write_text(
-        f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n[deltalake]\ntable_path = "{tmp_path}"\n'
-        f'[wal]\ndir = "{tmp_path / "wal-1"}"\n'
+        f'{LOOPBACK}[deltalake]\ntable_path = "{tmp_path}"\n[wal]\ndir = "{tmp_path / "wal-1"}"\n'
     )
     first, port = start_serve(config)
     try:
@@ -112,8 +111,7 @@ def test_unusable_wal_dir_is_one_clear_line(tmp_path: Path) -> None:
     blocker.write_text("not a directory")
     config = tmp_path / "deltalake.toml"
     config.write_text(
-        f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n[deltalake]\ntable_path = "{tmp_path}"\n'
-        f'[wal]\ndir = "{blocker / "wal"}"\n'
+        f'{LOOPBACK}[deltalake]\ntable_path = "{tmp_path}"\n[wal]\ndir = "{blocker / "wal"}"\n'
     )
     result = run_serve(config)
     assert result.returncode == 2
@@ -127,7 +125,7 @@ def test_sigterm_in_wal_mode_answers_quickly_and_commits_everything(tmp_path: Pa
     lake = tmp_path / "lake"
     config = tmp_path / "deltalake.toml"
     config.write_text(
-        f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
+        f"{LOOPBACK}"
         f"[buffer]\nflush_interval_seconds = 600\n"
         f'[deltalake]\ntable_path = "{lake}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
     )
@@ -153,7 +151,7 @@ def test_many_idle_connections_do_not_stall_exports(tmp_path: Path) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted + 200), hard))
     config = tmp_path / "deltalake.toml"
     config.write_text(
-        f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
+        f"{LOOPBACK}"
         f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
     )
     server = ServeProcess(config, open_files_soft_limit=1024)

@@ -37,6 +37,13 @@ from deltalake import Transaction
 from otel_delta.engines.base import TableWriter
 from otel_delta.errors import BufferFullError, CommitError, ShuttingDownError
 from otel_delta.faults import crash_point
+from otel_delta.metrics import (
+    COMMIT_BYTES,
+    COMMIT_FAILURES,
+    COMMIT_ROWS,
+    COMMIT_SECONDS,
+    COMMITS,
+)
 from otel_delta.tables import TABLES
 
 log = logging.getLogger(__name__)
@@ -86,6 +93,8 @@ class GroupCommitBuffer:
         self._sequence_lock = threading.Lock()  # commits of several tables run in parallel
         self.on_committed = on_committed or (lambda positions: None)
         self.stats = FlushStats()
+        # per table: when its commits started failing, with none succeeding since (monotonic)
+        self._failing_since: dict[str, float] = {}
         self._pending: dict[str, _Pending] = {}  # the open group of each table
         self._sealed: list[tuple[str, _Pending]] = []  # full or held-back groups, oldest first
         self._failures: dict[str, int] = {}  # consecutive failed commits per table
@@ -101,6 +110,11 @@ class GroupCommitBuffer:
     @property
     def buffered_bytes(self) -> int:
         return self._bytes
+
+    def failing_seconds(self) -> float:
+        """How long the longest-failing table has gone without a successful commit (0: none)."""
+        oldest = min(self._failing_since.values(), default=None)
+        return 0.0 if oldest is None else time.monotonic() - oldest
 
     @property
     def reserved_bytes(self) -> int:
@@ -263,9 +277,12 @@ class GroupCommitBuffer:
         stops the table's run: later groups must not commit before it."""
         outcomes: list[Exception | int] = []
         for pending in pendings:
+            started = time.monotonic()
             try:
                 outcomes.append(self._commit(name, pending))
             except Exception as exc:  # answered to this group's senders (or retried)
+                COMMIT_FAILURES.labels(name).inc()
+                self._failing_since.setdefault(name, started)
                 outcomes.append(exc)
                 if self.app_id is not None:
                     outcomes.extend(exc for _ in pendings[len(outcomes) :])
@@ -273,9 +290,19 @@ class GroupCommitBuffer:
         return outcomes
 
     def _commit(self, name: str, pending: _Pending) -> int:
-        data = pa.concat_tables(pending.batches)
+        started = time.monotonic()
+        commits = self._append(name, pa.concat_tables(pending.batches), pending.positions)
+        COMMIT_SECONDS.labels(name).observe(time.monotonic() - started)
+        COMMITS.labels(name).inc(commits)
+        COMMIT_ROWS.labels(name).inc(pending.rows)
+        COMMIT_BYTES.labels(name).inc(pending.nbytes)
+        self._failing_since.pop(name, None)
+        return commits
+
+    def _append(self, name: str, data: pa.Table, positions: list[int]) -> int:
+        """Append `data` (of the WAL records at `positions`); the number of commits it took."""
         if self.app_id is not None:
-            txn = Transaction(self.app_id, max(pending.positions))
+            txn = Transaction(self.app_id, max(positions))
             version = self.writer.append(name, data, txn)
             log.debug("committed %d rows to %s as version %d", data.num_rows, name, version)
             return 1

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from otel_delta.metrics import MAINTENANCE_RUNS, MAINTENANCE_SECONDS
 
 if TYPE_CHECKING:
     from otel_delta.connector import Table
@@ -53,11 +56,16 @@ def utc_today() -> dt.date:
 
 
 def _step(report: TableReport, name: str, action: Callable[[], None]) -> None:
+    started = time.monotonic()
+    outcome = "ok"
     try:
         action()
     except Exception as exc:  # any failure is logged and retried next round, never raised
+        outcome = "failed"
         report.errors.append(f"{name}: {exc}")
         log.warning("maintenance of %s: %s failed: %s", report.table, name, exc)
+    MAINTENANCE_RUNS.labels(name, outcome).inc()
+    MAINTENANCE_SECONDS.labels(name).observe(time.monotonic() - started)
 
 
 def maintain_table(

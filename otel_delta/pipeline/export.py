@@ -2,7 +2,7 @@
 
 With a write-ahead log (`buffer.ack = "wal"`) a request is accepted once its record is durable
 in the log, which hands its rows to the buffer; without one (`ack = "commit"`) once its rows
-are committed to Delta. The transports (gRPC, and OTLP/HTTP to come) only move bytes and turn
+are committed to Delta. The transports (OTLP/gRPC and OTLP/HTTP) only move bytes and turn
 the outcome into their status codes; every decision about a request is taken here, once.
 """
 
@@ -23,6 +23,7 @@ from otel_delta.errors import (
     ShuttingDownError,
     WalError,
 )
+from otel_delta.metrics import ACCEPTED_ITEMS, REFUSED_ITEMS
 from otel_delta.pipeline.admission import admit
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.pipeline.outcome import Accepted, Outcome, Rejected, Retryable
@@ -85,7 +86,11 @@ class ExportPipeline:
                 await self.wal.append(signal.code, raw, tables, commits=len(tables))
         except RETRYABLE as exc:
             return Retryable(exc, self.buffer.retry_after)
-        return Accepted(converted.rejected.count, converted.rejected.error_message)
+        rows = sum(table.num_rows for table in converted.tables.values())
+        ACCEPTED_ITEMS.labels(signal.name).inc(rows)
+        if converted.rejected.count:
+            REFUSED_ITEMS.labels(signal.name, "invalid_item").inc(converted.rejected.count)
+        return Accepted(converted.rejected.count, converted.rejected.error_message, rows)
 
     async def _convert(self, signal: Signal, raw: bytes) -> Converted | Rejected:
         """Decode, convert and admit, or the reason the request is rejected."""

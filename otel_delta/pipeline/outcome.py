@@ -16,6 +16,7 @@ from otel_delta.errors import OtelDeltaError
 class Accepted:
     rejected: int = 0  # items dropped as invalid (partial_success)
     error_message: str = ""
+    rows: int = 0  # rows accepted, over all tables (spans, data points or log records)
 
     @property
     def partial(self) -> bool:

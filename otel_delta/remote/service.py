@@ -9,30 +9,30 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hmac
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
 
+from otel_delta.auth import BearerToken
 from otel_delta.errors import InvalidPredicateError, OtelDeltaError
-from otel_delta.net import bind_insecure
+from otel_delta.metrics import CONNECTOR_CALLS, CONNECTOR_SECONDS
+from otel_delta.net import bind
 from otel_delta.remote.protocol import generated, ipc_chunks
 from otel_delta.status import status_of
 
 log = logging.getLogger(__name__)
 
 
-def _authorized(context: grpc.ServicerContext, token: str) -> bool:
-    expected = f"Bearer {token}".encode()
+def _authorization(context: grpc.ServicerContext) -> str | None:
     for key, value in context.invocation_metadata():
         if key == "authorization":
-            given = value.encode() if isinstance(value, str) else value
-            return hmac.compare_digest(given, expected)
-    return False
+            return value if isinstance(value, str) else value.decode()
+    return None
 
 
 @contextlib.contextmanager
@@ -40,15 +40,21 @@ def _guarded(
     servicer: ConnectorServicer, context: grpc.ServicerContext, name: str
 ) -> Iterator[None]:
     """The bearer-token check, then our errors mapped to status codes, around one RPC."""
-    if not _authorized(context, servicer.token):
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+    started = time.monotonic()
+    code = grpc.StatusCode.OK
     try:
+        servicer.token.check(_authorization(context))
         yield
     except OtelDeltaError as exc:
-        context.abort(status_of(exc), str(exc))
+        code = status_of(exc)
+        context.abort(code, str(exc))
     except Exception as exc:
+        code = grpc.StatusCode.INTERNAL
         log.exception("ConnectorService.%s failed", name)
-        context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        context.abort(code, f"{type(exc).__name__}: {exc}")
+    finally:
+        CONNECTOR_CALLS.labels(name, code.name).inc()
+        CONNECTOR_SECONDS.labels(name).observe(time.monotonic() - started)
 
 
 def _rpc(method: Callable) -> Callable:
@@ -78,7 +84,7 @@ class ConnectorServicer:
 
     def __init__(self, connector: Any, token: str) -> None:
         self.connector = connector
-        self.token = token
+        self.token = BearerToken(token)
         self.pb, _ = generated()
 
     @_rpc
@@ -181,7 +187,7 @@ class ConnectorServer:
         self.port = 0
 
     def start(self) -> int:
-        self.port = bind_insecure(self._server, self.endpoint, "connector_service.endpoint")
+        self.port = bind(self._server, self.endpoint, "connector_service.endpoint")
         self._server.start()
         return self.port
 

@@ -1,4 +1,5 @@
-"""OTLP/gRPC: the three Export services over the pipeline, on one grpc.aio server.
+"""OTLP/gRPC: the three Export services over the pipeline, on one grpc.aio server, with the
+standard gRPC health service beside them.
 
 A thin transport: it hands the raw request bytes (decoded by the pipeline, so bad bytes are
 INVALID_ARGUMENT and not a gRPC framework error) to the pipeline and turns the outcome into a
@@ -7,23 +8,50 @@ response or a status, through the one status table.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
 import grpc
 from google.protobuf.message import Message
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
 
+from otel_delta.auth import BearerToken
 from otel_delta.config import ReceiverSettings
-from otel_delta.net import bind_insecure
-from otel_delta.pipeline import Accepted, ExportPipeline, Retryable
+from otel_delta.errors import UnauthenticatedError
+from otel_delta.net import bind
+from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
 from otel_delta.signals import SIGNALS, Signal
 from otel_delta.status import retry_metadata, status_for
+from otel_delta.transports.observe import observe
+from otel_delta.transports.tls import grpc_credentials
 
 Handler = Callable[[bytes, grpc.aio.ServicerContext], Awaitable[Message]]
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
-def export_handler(signal: Signal, pipeline: ExportPipeline) -> Handler:
+def _authorization(context: grpc.aio.ServicerContext) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            return value if isinstance(value, str) else value.decode()
+    return None
+
+
+def export_handler(
+    signal: Signal, pipeline: ExportPipeline, token: BearerToken | None = None
+) -> Handler:
     async def export(raw: bytes, context: grpc.aio.ServicerContext) -> Message:
-        outcome = await pipeline.export(signal, raw)
+        started = time.monotonic()
+        outcome: Outcome
+        try:
+            if token is not None:
+                token.check(_authorization(context))
+        except UnauthenticatedError as exc:
+            outcome = Rejected(exc, str(exc))
+        else:
+            outcome = await pipeline.export(signal, raw)
+        observe("grpc", signal, outcome, started)
         if isinstance(outcome, Accepted):
             return signal.response_for(outcome.rejected, outcome.error_message)
         if isinstance(outcome, Retryable):
@@ -37,13 +65,17 @@ def export_handler(signal: Signal, pipeline: ExportPipeline) -> Handler:
     return export
 
 
-def generic_handlers(pipeline: ExportPipeline, signals: tuple[Signal, ...] = SIGNALS):
+def generic_handlers(
+    pipeline: ExportPipeline,
+    signals: tuple[Signal, ...] = SIGNALS,
+    token: BearerToken | None = None,
+):
     return tuple(
         grpc.method_handlers_generic_handler(
             signal.grpc_service,
             {
                 "Export": grpc.unary_unary_rpc_method_handler(
-                    export_handler(signal, pipeline),
+                    export_handler(signal, pipeline, token),
                     request_deserializer=None,  # the pipeline decodes: bad bytes → INVALID_ARGUMENT
                     response_serializer=signal.response.SerializeToString,
                 )
@@ -54,9 +86,18 @@ def generic_handlers(pipeline: ExportPipeline, signals: tuple[Signal, ...] = SIG
 
 
 class GrpcTransport:
-    """The OTLP/gRPC server (`receiver.grpc_endpoint`)."""
+    """The OTLP/gRPC server (`receiver.grpc_endpoint`) and its grpc.health.v1 service.
 
-    def __init__(self, settings: ReceiverSettings, pipeline: ExportPipeline) -> None:
+    The health service needs no token (probes carry none) and answers SERVING for "" and each
+    OTLP service while the bridge is ready, NOT_SERVING otherwise (`set_serving`).
+    """
+
+    def __init__(
+        self,
+        settings: ReceiverSettings,
+        pipeline: ExportPipeline,
+        token: BearerToken | None = None,
+    ) -> None:
         self.settings = settings
         self._server = grpc.aio.server(
             options=[
@@ -65,16 +106,26 @@ class GrpcTransport:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        self._server.add_generic_rpc_handlers(generic_handlers(pipeline))
+        self._server.add_generic_rpc_handlers(generic_handlers(pipeline, token=token))
+        self.health = health_aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         self.port = 0
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port (useful with port 0)."""
-        self.port = bind_insecure(
-            self._server, self.settings.grpc_endpoint, "receiver.grpc_endpoint"
+        tls = self.settings.tls
+        credentials = grpc_credentials(tls) if tls.enabled else None
+        self.port = bind(
+            self._server, self.settings.grpc_endpoint, "receiver.grpc_endpoint", credentials
         )
         await self._server.start()
+        await self.set_serving(True)
         return self.port
+
+    async def set_serving(self, serving: bool) -> None:
+        status = SERVING if serving else NOT_SERVING
+        for service in ("", *(signal.grpc_service for signal in SIGNALS)):
+            await self.health.set(service, status)
 
     @property
     def endpoint(self) -> str:
@@ -83,4 +134,5 @@ class GrpcTransport:
 
     async def stop(self, grace_seconds: float) -> None:
         """Refuse new calls now; let calls in flight finish (their commits) within the grace."""
+        await self.health.enter_graceful_shutdown()
         await self._server.stop(grace_seconds)

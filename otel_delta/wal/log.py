@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any, BinaryIO
 
 from otel_delta.errors import WalError, WalFullError
 from otel_delta.faults import crash_point
+from otel_delta.metrics import WAL_SYNC_SECONDS, WAL_SYNCS
 from otel_delta.wal.record import Record, encode, scan
 from otel_delta.wal.segments import (
     Segment,
@@ -85,6 +87,15 @@ class WriteAheadLog:
     @property
     def disk_bytes(self) -> int:
         return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def pending_records(self) -> int:
+        """Records durable in the log and not yet committed to Delta."""
+        return len(self._outstanding)
 
     # --- start ------------------------------------------------------------------------------
 
@@ -201,7 +212,9 @@ class WriteAheadLog:
             self._file.write(data)
             self._file.flush()
             crash_point("wal-written")
+            started = time.monotonic()
             os.fsync(self._file.fileno())
+            WAL_SYNC_SECONDS.observe(time.monotonic() - started)
         except OSError:
             # leave no partial record behind: the next batch starts at a clean offset
             with contextlib.suppress(OSError):
@@ -209,6 +222,7 @@ class WriteAheadLog:
             raise
         active.size += len(data)
         self.syncs += 1
+        WAL_SYNCS.inc()
 
     def _rotate(self, first_position: int) -> None:
         assert self._file is not None

@@ -170,7 +170,8 @@ def span_request(i: int, days_ago: int, service: str) -> ExportTraceServiceReque
 def test_maintenance_beside_ingestion_loses_and_blocks_nothing(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     settings = Settings(
-        receiver={"grpc_endpoint": "127.0.0.1:0"},
+        receiver={"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
+        admin={"endpoint": "127.0.0.1:0"},
         buffer={"flush_interval_seconds": 0.05},  # the default ack: write-ahead log
         wal={"dir": str(tmp_path / "wal")},
         deltalake={

@@ -50,7 +50,7 @@ def test_valid_request_is_accepted_and_committed(tmp_path: Path) -> None:
         return await pipeline.export(TRACES, one_span_request(1).SerializeToString())
 
     outcome = run(tmp_path, scenario)
-    assert outcome == Accepted(0, "")
+    assert outcome == Accepted(0, "", rows=1)
     assert not outcome.partial
     assert read_table(tmp_path, "spans").num_rows == 1
 

@@ -25,7 +25,8 @@ def served(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("TEST_CONNECTOR_TOKEN", TOKEN)
     lake = tmp_path / "lake"
     settings = Settings(
-        receiver={"grpc_endpoint": "127.0.0.1:0"},
+        receiver={"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
+        admin={"endpoint": "127.0.0.1:0"},
         buffer={"flush_interval_seconds": 0.05, "ack": "commit"},  # queried right after
         deltalake={"table_path": str(lake)},
         connector_service={
@@ -125,7 +126,8 @@ def test_operations_and_error_mapping(served) -> None:
 
 def test_enabled_without_token_is_a_config_error(tmp_path: Path) -> None:
     settings = Settings(
-        receiver={"grpc_endpoint": "127.0.0.1:0"},
+        receiver={"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
+        admin={"endpoint": "127.0.0.1:0"},
         deltalake={"table_path": str(tmp_path)},
         wal={"dir": str(tmp_path / "wal")},
         connector_service={"enabled": True, "endpoint": "127.0.0.1:0"},

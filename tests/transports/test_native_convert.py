@@ -25,7 +25,7 @@ from otel_delta.errors import ConfigError
 from otel_delta.pipeline.decode import use_native
 from tests import corpus
 from tests.convert.test_native_parity import deep, one_span_with, random_request
-from tests.helpers import RunningBridge, make_settings, read_table
+from tests.helpers import LOOPBACK, RunningBridge, make_settings, read_table
 from tests.transports.test_bad_input import TRACE_EXPORT, span, trace_request
 
 
@@ -52,8 +52,7 @@ def test_serve_with_native_on_but_not_built_exits_with_one_line(tmp_path) -> Non
     (shadow / "otel_delta_native.py").write_text('raise ImportError("simulated: not built")\n')
     config = tmp_path / "deltalake.toml"
     config.write_text(
-        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nnative_convert = "on"\n'
-        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
+        LOOPBACK + f'native_convert = "on"\n[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
     )
     env = {**os.environ, "PYTHONPATH": str(shadow)}
     done = subprocess.run(

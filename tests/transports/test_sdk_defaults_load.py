@@ -18,7 +18,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from tests.helpers import ServeProcess, read_table
+from tests.helpers import LOOPBACK, ServeProcess, read_table
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -32,8 +32,7 @@ def serve(tmp_path: Path) -> ServeProcess:
     """The shipped defaults but for where things go (and no scheduled maintenance)."""
     config = tmp_path / "deltalake.toml"
     config.write_text(
-        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
-        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
+        LOOPBACK + f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
         "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
         f'[wal]\ndir = "{tmp_path / "wal"}"\n'
     )

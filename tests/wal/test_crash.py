@@ -13,7 +13,7 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
-from tests.helpers import ServeProcess, read_table
+from tests.helpers import LOOPBACK, ServeProcess, read_table
 from tests.test_cli import one_span_request
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -26,8 +26,8 @@ SPANS_PER_REQUEST = 20
 def write_config(tmp_path: Path) -> Path:
     config = tmp_path / "deltalake.toml"
     config.write_text(
-        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
-        # short flushes: commits (and WAL releases) are in flight whenever the kill comes
+        LOOPBACK
+        +  # short flushes: commits (and WAL releases) are in flight whenever the kill comes
         "[buffer]\nflush_interval_seconds = 0.2\nmax_rows = 400\n"
         f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
         "[deltalake.table]\nmaintenance_interval_seconds = 0\n"

@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
 from otel_delta.faults import CRASH_EXIT_CODE
-from tests.helpers import ServeProcess, read_table
+from tests.helpers import LOOPBACK, ServeProcess, read_table
 from tests.test_cli import one_span_request
 
 pytestmark = pytest.mark.e2e
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.e2e
 def config_file(tmp_path: Path) -> Path:
     config = tmp_path / "deltalake.toml"
     config.write_text(
-        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n[buffer]\nflush_interval_seconds = 0.2\n'
+        LOOPBACK + "[buffer]\nflush_interval_seconds = 0.2\n"
         f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
         "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
         f'[wal]\ndir = "{tmp_path / "wal"}"\n'

@@ -1,0 +1,110 @@
+"""The admin endpoint (`[admin] endpoint`): /healthz, /readyz and /metrics, for load balancers,
+Kubernetes probes and Prometheus.
+
+- /healthz: 200 while the process serves HTTP at all (liveness).
+- /readyz: 200 when every readiness check passes, else 503; the body (JSON) says which failed.
+- /metrics: the Prometheus text format of otel_delta.metrics, the process metrics of the
+  client library, and the gauges of the running bridge, read at scrape time.
+
+Plain HTTP on its own port (default 127.0.0.1 only): it carries no telemetry and no secrets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+
+from aiohttp import web
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.registry import Collector
+
+from otel_delta.config import AdminSettings
+from otel_delta.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Gauge:
+    name: str  # without the otel_delta_ prefix
+    help: str
+    value: float
+
+
+class _GaugeCollector(Collector):
+    """Reads the running bridge's gauges each time Prometheus scrapes."""
+
+    def __init__(self, gauges: Callable[[], list[Gauge]]) -> None:
+        self._gauges = gauges
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        for gauge in self._gauges():
+            yield GaugeMetricFamily(f"otel_delta_{gauge.name}", gauge.help, value=gauge.value)
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return []  # names vary with the configuration: no check at registration
+
+
+class AdminServer:
+    def __init__(
+        self,
+        settings: AdminSettings,
+        checks: Callable[[], list[Check]],
+        gauges: Callable[[], list[Gauge]],
+    ) -> None:
+        self.settings = settings
+        self._checks = checks
+        self._collector = _GaugeCollector(gauges)
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self.port = 0
+
+    async def start(self) -> int:
+        host, _, port = self.settings.endpoint.rpartition(":")
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host.strip("[]"), int(port), reuse_port=False)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise ConfigError(
+                f"admin.endpoint: cannot listen on {self.settings.endpoint} ({exc.strerror})"
+            ) from None
+        REGISTRY.register(self._collector)
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        return self.port
+
+    async def stop(self) -> None:
+        REGISTRY.unregister(self._collector)
+        await self._runner.cleanup()
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        checks = self._checks()
+        ready = all(check.ok for check in checks)
+        body = {"ready": ready, "checks": [asdict(check) for check in checks]}
+        return web.Response(
+            status=200 if ready else 503,
+            text=json.dumps(body) + "\n",
+            content_type="application/json",
+        )
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4}
+        )

@@ -1,0 +1,28 @@
+"""Bearer-token authentication, one check for every door: the OTLP transports
+(`[receiver.auth]`: the gRPC `authorization` metadata or the HTTP `Authorization` header, as
+the Collector's `bearertokenauth` extension sends it) and the ConnectorService."""
+
+from __future__ import annotations
+
+import hmac
+
+from otel_delta.errors import UnauthenticatedError
+
+SCHEME = "bearer "
+
+
+class BearerToken:
+    """Checks an `authorization` value against the configured token, in constant time."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = token.encode()
+
+    def check(self, authorization: str | None) -> None:
+        """Raises UnauthenticatedError unless `authorization` is `Bearer <the token>`."""
+        if not authorization:
+            raise UnauthenticatedError("missing authorization: send 'Bearer <token>'")
+        if authorization[: len(SCHEME)].lower() != SCHEME:
+            raise UnauthenticatedError("authorization must use the Bearer scheme")
+        given = authorization[len(SCHEME) :].strip().encode()
+        if not hmac.compare_digest(given, self._expected):
+            raise UnauthenticatedError("invalid bearer token")

@@ -1,0 +1,169 @@
+"""OTLP/HTTP: `POST /v1/traces`, `/v1/metrics`, `/v1/logs` over the pipeline, per the OTLP
+specification — protobuf or JSON bodies, gzip/deflate/zstd, the answer in the request's content
+type, a google.rpc.Status body for errors, `Retry-After` when the client should come back.
+
+The server is aiohttp on the bridge's event loop, next to the gRPC server: its HTTP parser is
+C, it serves every connection concurrently, and the CPU work of a request — decompression,
+JSON decoding, conversion — runs in threads or the converter processes, never on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import socket
+import time
+
+from aiohttp import web
+from google.protobuf.message import Message
+
+from otel_delta.auth import BearerToken
+from otel_delta.config import ReceiverSettings
+from otel_delta.errors import (
+    ConfigError,
+    OtelDeltaError,
+    RequestTooLargeError,
+    UnsupportedMediaTypeError,
+)
+from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
+from otel_delta.signals import SIGNALS, Signal
+from otel_delta.status import rpc_status, status_for
+from otel_delta.transports.encoding import decompress
+from otel_delta.transports.observe import observe
+from otel_delta.transports.otlp_json import json_to_protobuf, message_to_json
+from otel_delta.transports.tls import ssl_context
+
+log = logging.getLogger(__name__)
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+# bodies up to this size are decompressed on the loop; bigger ones in a thread
+INLINE_BYTES = 64 * 1024
+
+
+class HttpTransport:
+    """The OTLP/HTTP server (`receiver.http_endpoint`)."""
+
+    def __init__(
+        self,
+        settings: ReceiverSettings,
+        pipeline: ExportPipeline,
+        token: BearerToken | None = None,
+        signals: tuple[Signal, ...] = SIGNALS,
+    ) -> None:
+        self.settings = settings
+        self.pipeline = pipeline
+        self.token = token
+        self.limit = settings.max_receive_message_bytes
+        self._signals = {signal.http_path: signal for signal in signals}
+        app = web.Application(client_max_size=self.limit + 1)
+        for path in self._signals:
+            app.router.add_route("*", path, self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self.port = 0
+
+    async def start(self) -> int:
+        """Bind and serve; returns the bound port (useful with port 0)."""
+        endpoint = self.settings.http_endpoint
+        host, _, port = endpoint.rpartition(":")
+        context = ssl_context(self.settings.tls) if self.settings.tls.enabled else None
+        await self._runner.setup()
+        site = web.TCPSite(
+            self._runner,
+            host.strip("[]"),
+            int(port),
+            ssl_context=context,
+            reuse_port=False,
+            backlog=1024,
+        )
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise ConfigError(
+                f"receiver.http_endpoint: cannot listen on {endpoint} ({exc.strerror})"
+            ) from None
+        server = site._server
+        assert server is not None
+        sockets: list[socket.socket] = list(server.sockets)  # type: ignore[attr-defined]
+        self.port = sockets[0].getsockname()[1]
+        return self.port
+
+    @property
+    def endpoint(self) -> str:
+        host = self.settings.http_endpoint.rpartition(":")[0]
+        return f"{host}:{self.port}"
+
+    async def stop(self, grace_seconds: float) -> None:
+        """Refuse new requests; let requests in flight finish within the grace."""
+        await asyncio.wait_for(self._runner.cleanup(), grace_seconds)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method != "POST":
+            return web.Response(status=405, headers={"Allow": "POST"}, text="use POST\n")
+        started = time.monotonic()
+        signal = self._signals[request.path]
+        as_json = request.content_type == JSON
+        outcome = await self._outcome(signal, request, as_json)
+        observe("http", signal, outcome, started)
+        return self._response(signal, outcome, as_json)
+
+    async def _outcome(self, signal: Signal, request: web.Request, as_json: bool) -> Outcome:
+        try:
+            if self.token is not None:
+                self.token.check(request.headers.get("Authorization"))
+            if request.content_type not in (PROTOBUF, JSON):
+                raise UnsupportedMediaTypeError(
+                    f"unsupported Content-Type {request.content_type!r}; send {PROTOBUF} or {JSON}"
+                )
+            raw = await self._body(request)
+            if as_json:
+                raw = await asyncio.to_thread(json_to_protobuf, raw, signal.request)
+        except OtelDeltaError as exc:
+            return Rejected(exc, str(exc))
+        return await self.pipeline.export(signal, raw)
+
+    async def _body(self, request: web.Request) -> bytes:
+        """The decompressed body, refused as soon as it is known to be over the limit."""
+        if request.content_length is not None and request.content_length > self.limit:
+            raise RequestTooLargeError(
+                f"request of {request.content_length} bytes is over the limit of {self.limit} "
+                "(receiver.max_receive_message_bytes)"
+            )
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise RequestTooLargeError(
+                f"request is over the limit of {self.limit} bytes "
+                "(receiver.max_receive_message_bytes)"
+            ) from None
+        encoding = request.headers.get("Content-Encoding", "")
+        if not encoding or len(body) <= INLINE_BYTES:
+            return decompress(body, encoding, self.limit)
+        return await asyncio.to_thread(decompress, body, encoding, self.limit)
+
+    def _response(self, signal: Signal, outcome: Outcome, as_json: bool) -> web.Response:
+        content_type = JSON if as_json else PROTOBUF
+        if isinstance(outcome, Accepted):
+            message: Message = signal.response_for(outcome.rejected, outcome.error_message)
+            return web.Response(body=_encode(message, as_json), content_type=content_type)
+        status = status_for(outcome.error)
+        headers = {}
+        retry_after = None
+        if isinstance(outcome, Retryable):
+            retry_after = outcome.retry_after
+            headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+        elif isinstance(outcome, Rejected) and status.http == 401:
+            headers["WWW-Authenticate"] = "Bearer"
+        body = rpc_status(status.grpc, outcome.message, retry_after)
+        return web.Response(
+            status=status.http,
+            body=_encode(body, as_json),
+            content_type=content_type,
+            headers=headers,
+        )
+
+
+def _encode(message: Message, as_json: bool) -> bytes:
+    return message_to_json(message) if as_json else message.SerializeToString()

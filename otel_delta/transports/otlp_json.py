@@ -1,0 +1,63 @@
+"""OTLP/JSON (the OTLP specification's JSON encoding) ↔ the protobuf messages.
+
+It is the protobuf JSON mapping with three differences, handled here: trace and span ids are
+hex strings, not base64; enums are integers (the mapping accepts them); unknown fields must be
+ignored. A request is turned into its protobuf bytes, so the pipeline and the write-ahead log
+see one format whichever encoding the client chose.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from otel_delta.errors import InvalidRequestError
+
+# fields of bytes type holding ids, by their JSON (lowerCamelCase) and proto names: spans,
+# span links, log records and exemplars
+ID_FIELDS = frozenset(
+    {"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"}
+)
+
+
+def _hex_ids_to_base64(node: Any) -> None:
+    """Rewrites every id field below `node` in place (attribute keys are values, never keys,
+    so user data cannot be mistaken for an id)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ID_FIELDS and isinstance(value, str):
+                try:
+                    node[key] = base64.b64encode(bytes.fromhex(value)).decode()
+                except ValueError:
+                    raise InvalidRequestError(f"{key} is not hex: {value[:64]!r}") from None
+            else:
+                _hex_ids_to_base64(value)
+    elif isinstance(node, list):
+        for item in node:
+            _hex_ids_to_base64(item)
+
+
+def json_to_protobuf(body: bytes, message_type: type[Message]) -> bytes:
+    """An OTLP/JSON request → the same request as protobuf bytes."""
+    try:
+        document = json.loads(body)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InvalidRequestError(f"request body is not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise InvalidRequestError("request body must be a JSON object")
+    _hex_ids_to_base64(document)
+    try:
+        message = json_format.ParseDict(document, message_type(), ignore_unknown_fields=True)
+    except (json_format.ParseError, binascii.Error, ValueError, TypeError, RecursionError) as exc:
+        raise InvalidRequestError(f"cannot decode {message_type.__name__}: {exc}") from None
+    return message.SerializeToString()
+
+
+def message_to_json(message: Message) -> bytes:
+    """A response or google.rpc.Status as OTLP/JSON (none of them hold ids)."""
+    return json_format.MessageToJson(message, indent=None).encode()

@@ -1,0 +1,58 @@
+"""Server TLS for both OTLP transports from `[receiver.tls]`; mTLS when a client CA is set.
+
+Files are read once at start: a missing or unreadable file, or a key that does not match its
+certificate, is a ConfigError naming the key, not a server that fails every handshake.
+"""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import grpc
+
+from otel_delta.config import TlsSettings
+from otel_delta.errors import ConfigError
+
+
+def _read(path: str, key: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"config error: receiver.tls.{key}: {exc.strerror}: {path}") from None
+
+
+def grpc_credentials(tls: TlsSettings) -> grpc.ServerCredentials:
+    """Credentials for `add_secure_port`; checks the files through `ssl_context` first."""
+    ssl_context(tls)  # one clear error for a bad pair, before grpc's own opaque one
+    ca = _read(tls.client_ca_file, "client_ca_file") if tls.client_ca_file else None
+    return grpc.ssl_server_credentials(
+        [(_read(tls.key_file, "key_file"), _read(tls.cert_file, "cert_file"))],
+        root_certificates=ca,
+        require_client_auth=ca is not None,
+    )
+
+
+def ssl_context(tls: TlsSettings) -> ssl.SSLContext:
+    """The server-side SSLContext of the HTTP transport (TLS 1.2 or newer)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    for key in ("cert_file", "key_file"):
+        _read(getattr(tls, key), key)
+    try:
+        context.load_cert_chain(tls.cert_file, tls.key_file)
+    except ssl.SSLError as exc:
+        raise ConfigError(
+            f"config error: receiver.tls: cannot use cert_file {tls.cert_file} with key_file "
+            f"{tls.key_file}: {exc.reason or exc}"
+        ) from None
+    if tls.client_ca_file:
+        _read(tls.client_ca_file, "client_ca_file")
+        try:
+            context.load_verify_locations(tls.client_ca_file)
+        except ssl.SSLError as exc:
+            raise ConfigError(
+                f"config error: receiver.tls.client_ca_file: {exc.reason or exc}"
+            ) from None
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
