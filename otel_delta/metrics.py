@@ -8,7 +8,9 @@ a collector the bridge registers (otel_delta.admin). Names follow Prometheus con
 
 from __future__ import annotations
 
-from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client import REGISTRY, Counter, Histogram, disable_created_metrics
+
+disable_created_metrics()  # `_created` series double the output and no dashboard reads them
 
 # export and commit latencies: from a millisecond (a WAL ack) to a minute (a stuck commit)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)

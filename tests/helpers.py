@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pyarrow as pa
@@ -39,6 +40,8 @@ def make_settings(
     *,
     ack: str = "commit",
     wal_dir: Path | None = None,
+    receiver: dict[str, Any] | None = None,
+    admin: dict[str, Any] | None = None,
     **buffer: float,
 ) -> Settings:
     """Settings of an in-process test bridge. `ack = "commit"` by default: these tests read a
@@ -47,8 +50,8 @@ def make_settings(
     unless one is given (a restart reuses it)."""
     wal = wal_dir or table_path.parent / f"wal-{uuid.uuid4().hex[:8]}"
     return Settings(
-        receiver={**LOOPBACK_RECEIVER, "convert_workers": convert_workers},
-        admin={"endpoint": "127.0.0.1:0"},
+        receiver={**LOOPBACK_RECEIVER, "convert_workers": convert_workers, **(receiver or {})},
+        admin={"endpoint": "127.0.0.1:0", **(admin or {})},
         buffer={"flush_interval_seconds": 0.1, "ack": ack, **buffer},
         deltalake={"table_path": str(table_path)},
         wal={"dir": str(wal)},
@@ -133,6 +136,8 @@ class ServeProcess:
         self.lines: list[str] = []
         ready = threading.Event()
         self.port = 0
+        self.http_port = 0  # 0: no OTLP/HTTP (or not started)
+        self.admin_port = 0
 
         def drain() -> None:
             assert self.proc.stderr is not None
@@ -141,6 +146,10 @@ class ServeProcess:
                 match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
                 if match and not ready.is_set():
                     self.port = int(match.group(1))
+                    if http := re.search(r"127\.0\.0\.1:(\d+) \(OTLP/HTTP\)", line):
+                        self.http_port = int(http.group(1))
+                    if admin := re.search(r"admin on 127\.0\.0\.1:(\d+)", line):
+                        self.admin_port = int(admin.group(1))
                     ready.set()
             ready.set()
 

@@ -60,7 +60,10 @@ class HttpTransport:
         app = web.Application(client_max_size=self.limit + 1)
         for path in self._signals:
             app.router.add_route("*", path, self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # bodies are decompressed here, bounded by the limit: not by aiohttp, which would not be
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, auto_decompress=False
+        )
         self.port = 0
 
     async def start(self) -> int:

@@ -1,0 +1,47 @@
+"""The OpenTelemetry Collector and telemetrygen binaries that `make collector` builds.
+
+They are built from the Go module proxy into a cache outside the clone (so that a fresh clone on
+the same machine reuses them) at paths that the Makefile defines; this module finds them at the
+same paths. A missing binary is an error, not a skip: `make test` builds both before pytest runs,
+so a test that needs one must fail loudly rather than pass without having run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = ROOT / "tools" / "otelcol" / "builder.yaml"
+
+
+def tools_cache() -> Path:
+    """The Makefile's TOOLS_CACHE, which it exports to pytest as OTEL_DELTA_TOOLS_CACHE."""
+    return Path(os.environ.get("OTEL_DELTA_TOOLS_CACHE") or Path.home() / ".cache" / "otel-delta")
+
+
+def _version() -> str:
+    """OTELCOL_VERSION, read from the Makefile so that the version is written in one place."""
+    found = re.search(r"^OTELCOL_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    if found is None:
+        raise RuntimeError("no `OTELCOL_VERSION := ...` line in the Makefile")
+    return found[1]
+
+
+def _existing(path: Path) -> Path:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run `make collector` (make test does)")
+    return path
+
+
+def otelcol_binary() -> Path:
+    """The collector built from tools/otelcol/builder.yaml; its folder is named by the version and
+    by a hash of the manifest (as in the Makefile), so an edited manifest needs a new build."""
+    digest = hashlib.sha256(MANIFEST.read_bytes()).hexdigest()[:12]
+    return _existing(tools_cache() / f"otelcol-{_version()}-{digest}" / "otelcol-otel-delta")
+
+
+def telemetrygen_binary() -> Path:
+    return _existing(tools_cache() / f"telemetrygen-{_version()}" / "telemetrygen")

@@ -1,0 +1,251 @@
+"""OTLP/HTTP as clients send it: the SDK's HTTP exporters, protobuf and JSON bodies, every
+encoding, and the error answers of the OTLP specification — over a real server, into Delta."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import threading
+import time
+import zlib
+
+import pytest
+import requests
+import zstandard
+from google.protobuf import json_format
+from google.rpc import status_pb2
+from google.rpc.error_details_pb2 import RetryInfo
+from opentelemetry._logs import LogRecord, SeverityNumber
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from otel_delta.convert.to_otlp import logs_from_arrow, metrics_from_arrow, spans_from_arrow
+from otel_delta.tables import TABLES
+from tests import corpus
+from tests.helpers import RunningBridge, make_settings, read_table, table_exists
+from tests.transports.test_end_to_end import logs_by_event, spans_by_id
+
+pytestmark = pytest.mark.e2e
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+JSON = {"Content-Type": "application/json"}
+ID_KEYS = ("traceId", "spanId", "parentSpanId")
+
+
+def url(bridge: RunningBridge, path: str = "/v1/traces") -> str:
+    assert bridge.bridge.http is not None
+    return f"http://127.0.0.1:{bridge.bridge.http.port}{path}"
+
+
+def otlp_json(message) -> bytes:
+    """A request as OTLP/JSON: the protobuf JSON mapping with hex ids, as SDKs send it."""
+
+    def hex_ids(node):
+        if isinstance(node, dict):
+            return {
+                k: base64.b64decode(v).hex() if k in ID_KEYS else hex_ids(v)
+                for k, v in node.items()
+            }
+        if isinstance(node, list):
+            return [hex_ids(v) for v in node]
+        return node
+
+    return json.dumps(hex_ids(json_format.MessageToDict(message))).encode()
+
+
+def status_of(response: requests.Response) -> status_pb2.Status:
+    if response.headers["Content-Type"].startswith("application/json"):
+        return json_format.Parse(response.content, status_pb2.Status())
+    return status_pb2.Status.FromString(response.content)
+
+
+def test_sdk_http_exporters_store_every_item_once(bridge, lakehouse) -> None:
+    """The SDK's default transport (http/protobuf), gzip, batch processors: 3 signals."""
+    resource = Resource.create({"service.name": "http-svc"})
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(
+        BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=url(bridge, "/v1/traces"), compression=Compression.Gzip)
+        )
+    )
+    tracer = tracer_provider.get_tracer("http.test")
+    for i in range(600):
+        with tracer.start_as_current_span(f"op-{i}"):
+            pass
+    logger_provider = LoggerProvider(resource=resource)
+    logger_provider.add_log_record_processor(
+        BatchLogRecordProcessor(OTLPLogExporter(endpoint=url(bridge, "/v1/logs")))
+    )
+    logger = logger_provider.get_logger("http.test")
+    for i in range(300):
+        logger.emit(LogRecord(body=f"line {i}", severity_number=SeverityNumber.INFO))
+    reader = PeriodicExportingMetricReader(
+        OTLPMetricExporter(endpoint=url(bridge, "/v1/metrics"), compression=Compression.Gzip),
+        export_interval_millis=60_000,
+    )
+    meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+    meter_provider.get_meter("http.test").create_counter("requests").add(7)
+    tracer_provider.shutdown()
+    logger_provider.shutdown()
+    meter_provider.shutdown()
+
+    spans = read_table(lakehouse, "spans")
+    assert spans.num_rows == 600
+    assert len(set(spans.column("span_id").to_pylist())) == 600
+    logs = read_table(lakehouse, "logs")
+    assert sorted(logs.column("body").to_pylist()) == sorted(f"line {i}" for i in range(300))
+    sums = read_table(lakehouse, "metrics_sum").to_pylist()
+    assert [(r["metric_name"], r["value_int"]) for r in sums] == [("requests", 7)]
+
+
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+def test_corpus_survives_http_in_both_encodings(bridge, lakehouse, encoding) -> None:
+    """Every OTLP field, sent as OTLP/HTTP protobuf or JSON, stored, read back: the request."""
+    send = (
+        (lambda m: (m.SerializeToString(), PROTOBUF))
+        if encoding == "protobuf"
+        else (lambda m: (otlp_json(m), JSON))
+    )
+    for path, request in (
+        ("/v1/traces", corpus.trace_request()),
+        ("/v1/metrics", corpus.metrics_request()),
+        ("/v1/logs", corpus.logs_request()),
+    ):
+        body, headers = send(request)
+        answer = requests.post(url(bridge, path), data=body, headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.content
+        assert answer.headers["Content-Type"].startswith(headers["Content-Type"])
+
+    spans = read_table(lakehouse, "spans")
+    assert spans_by_id(spans_from_arrow(spans)) == spans_by_id(corpus.trace_request())
+    metric_tables = {n: read_table(lakehouse, n) for n in TABLES if n.startswith("metrics_")}
+    assert metrics_from_arrow(metric_tables) == corpus.metrics_request()
+    logs = read_table(lakehouse, "logs")
+    assert logs_by_event(logs_from_arrow(logs)) == logs_by_event(corpus.logs_request())
+
+
+def compress(body: bytes, encoding: str) -> bytes:
+    if encoding == "gzip":
+        return gzip.compress(body)
+    if encoding in ("deflate", "zlib"):
+        return zlib.compress(body)
+    return zstandard.ZstdCompressor().compress(body)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "zstd"])
+def test_content_encodings(bridge, lakehouse, encoding) -> None:
+    body = compress(corpus.trace_request().SerializeToString(), encoding)
+    headers = {**PROTOBUF, "Content-Encoding": encoding}
+    answer = requests.post(url(bridge), data=body, headers=headers, timeout=30)
+    assert answer.status_code == 200, answer.content
+    assert read_table(lakehouse, "spans").num_rows == 4
+
+
+def test_rejected_items_are_a_partial_success_in_the_request_encoding(bridge, lakehouse) -> None:
+    request = corpus.trace_request()
+    bad = request.resource_spans[0].scope_spans[0].spans[0]
+    bad.start_time_unix_nano = 2**63 + 5  # past what a signed nanosecond time can hold
+    for body, headers in ((request.SerializeToString(), PROTOBUF), (otlp_json(request), JSON)):
+        answer = requests.post(url(bridge), data=body, headers=headers, timeout=30)
+        assert answer.status_code == 200
+        if headers is JSON:
+            partial = answer.json()["partialSuccess"]
+            assert int(partial["rejectedSpans"]) == 1 and partial["errorMessage"]
+        else:
+            response = ExportTraceServiceResponse.FromString(answer.content)
+            assert response.partial_success.rejected_spans == 1
+    assert read_table(lakehouse, "spans").num_rows == 6  # 3 good spans, twice
+
+
+BAD_REQUESTS = [
+    # (headers, body, HTTP status, gRPC code in the google.rpc.Status body)
+    (PROTOBUF, b"\xff\xff\xff", 400, 3),
+    (JSON, b"{not json", 400, 3),
+    (JSON, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', 400, 3),
+    ({**PROTOBUF, "Content-Encoding": "gzip"}, b"not gzip", 400, 3),
+    ({**PROTOBUF, "Content-Encoding": "br"}, b"", 415, 3),
+    ({"Content-Type": "text/plain"}, b"hello", 415, 3),
+]
+
+
+@pytest.mark.parametrize(("headers", "body", "http_status", "code"), BAD_REQUESTS)
+def test_bad_requests_get_the_spec_answer(bridge, lakehouse, headers, body, http_status, code):
+    answer = requests.post(url(bridge), data=body, headers=headers, timeout=30)
+    assert answer.status_code == http_status
+    status = status_of(answer)
+    assert status.code == code and status.message
+    assert not table_exists(lakehouse, "spans")
+
+
+def test_methods_and_paths(bridge) -> None:
+    answer = requests.get(url(bridge), timeout=30)
+    assert answer.status_code == 405 and answer.headers["Allow"] == "POST"
+    assert (
+        requests.post(url(bridge, "/v1/nothing"), headers=PROTOBUF, timeout=30).status_code == 404
+    )
+
+
+def test_over_the_limit_is_413_compressed_or_not(tmp_path) -> None:
+    limit = 64 * 1024
+    lakehouse = tmp_path / "lake"
+    bridge = RunningBridge(make_settings(lakehouse, receiver={"max_receive_message_bytes": limit}))
+    try:
+        big = ExportTraceServiceRequest()
+        span = big.resource_spans.add().scope_spans.add().spans.add()
+        span.trace_id, span.span_id, span.name = b"\1" * 16, b"\2" * 8, "x" * (limit * 4)
+        raw = big.SerializeToString()
+        plain = requests.post(url(bridge), data=raw, headers=PROTOBUF, timeout=30)
+        assert plain.status_code == 413
+        # a gzip bomb: small on the wire, over the limit once inflated
+        packed = gzip.compress(raw)
+        assert len(packed) < limit
+        bomb = requests.post(
+            url(bridge), data=packed, headers={**PROTOBUF, "Content-Encoding": "gzip"}, timeout=30
+        )
+        assert bomb.status_code == 413 and "max_receive_message_bytes" in status_of(bomb).message
+        assert not table_exists(lakehouse, "spans")
+    finally:
+        bridge.stop()
+
+
+def test_overload_is_503_with_retry_after(tmp_path) -> None:
+    """While one request's rows wait for a (slow) commit, the full buffer refuses the next."""
+    lakehouse = tmp_path / "lake"
+    bridge = RunningBridge(
+        make_settings(lakehouse, flush_interval_seconds=3.0, max_bytes=1024, retry_after_seconds=2)
+    )
+    try:
+        body = corpus.trace_request().SerializeToString()
+        first: list[int] = []
+        sender = threading.Thread(
+            target=lambda: first.append(
+                requests.post(url(bridge), data=body, headers=PROTOBUF, timeout=30).status_code
+            )
+        )
+        sender.start()
+        time.sleep(1.0)
+        second = requests.post(url(bridge), data=body, headers=PROTOBUF, timeout=30)
+        sender.join()
+        assert first == [200]
+        assert second.status_code == 503 and second.headers["Retry-After"] == "2"
+        status = status_of(second)
+        assert status.code == 14  # UNAVAILABLE
+        info = RetryInfo()
+        assert status.details[0].Unpack(info) and info.retry_delay.seconds == 2
+        assert read_table(lakehouse, "spans").num_rows == 4
+    finally:
+        bridge.stop()
