@@ -63,7 +63,7 @@ $(NATIVE): $(STAMP) $(NATIVE_SRC)
 # and telemetrygen, from the Go module proxy, cached outside the clone so that fresh clones reuse
 # them; tests/tools.py finds them at the same paths. The collector's folder is named by a hash of
 # the manifest, not by its mtime (new in every clone). Each is built in a temp folder and moved into
-# place, so an interrupted build leaves nothing that looks done.
+# place, so that an interrupted build leaves nothing that looks done.
 OTELCOL_VERSION := 0.161.0
 TOOLS_CACHE ?= $(or $(OTEL_DELTA_TOOLS_CACHE),$(HOME)/.cache/otel-delta)
 export OTEL_DELTA_TOOLS_CACHE := $(TOOLS_CACHE)
@@ -75,23 +75,22 @@ OCB := $(TOOLS_CACHE)/ocb-$(OTELCOL_VERSION)/builder
 
 collector: $(OTELCOL) $(TELEMETRYGEN)
 
+# A temp folder of the cache, removed however the recipe ends.
+TOOLS_TMP = set -e; mkdir -p $(TOOLS_CACHE); tmp=$$(mktemp -d $(TOOLS_CACHE)/.build.XXXXXX); \
+	trap 'rm -rf "$$tmp"' EXIT; trap 'exit 1' HUP INT TERM
+
 $(OCB):
-	mkdir -p $(TOOLS_CACHE)
-	set -e; tmp=$$(mktemp -d $(TOOLS_CACHE)/.ocb.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
-	GOBIN=$$tmp go install go.opentelemetry.io/collector/cmd/builder@v$(OTELCOL_VERSION); \
+	$(TOOLS_TMP); GOBIN=$$tmp go install go.opentelemetry.io/collector/cmd/builder@v$(OTELCOL_VERSION); \
 	mkdir -p $(@D); mv $$tmp/builder $@
 
 # TMPDIR: ocb makes an (unused) temp folder of its own at every start
 $(OTELCOL): | $(OCB)
-	mkdir -p $(TOOLS_CACHE)
-	set -e; tmp=$$(mktemp -d $(TOOLS_CACHE)/.otelcol.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
-	TMPDIR=$$tmp $(OCB) --config $(OTELCOL_MANIFEST) --output-path $$tmp/dist; \
+	$(TOOLS_TMP); TMPDIR=$$tmp $(OCB) --config $(OTELCOL_MANIFEST) --output-path $$tmp/dist; \
 	mkdir -p $(@D); cp $(OTELCOL_MANIFEST) $(@D)/builder.yaml; mv $$tmp/dist/$(@F) $@
 
 $(TELEMETRYGEN):
-	mkdir -p $(TOOLS_CACHE)
-	set -e; tmp=$$(mktemp -d $(TOOLS_CACHE)/.telemetrygen.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
-	GOBIN=$$tmp go install github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@v$(OTELCOL_VERSION); \
+	$(TOOLS_TMP); GOBIN=$$tmp go install \
+		github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@v$(OTELCOL_VERSION); \
 	mkdir -p $(@D); mv $$tmp/telemetrygen $@
 
 run: setup

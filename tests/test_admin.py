@@ -1,0 +1,143 @@
+"""The admin endpoint as an operator and Prometheus use it, and readiness under a real failure:
+the table's log replaced by a file, so that every commit fails until it is put back."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import grpc
+import pytest
+import requests
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests import corpus
+from tests.helpers import RunningBridge, make_settings, read_table
+
+pytestmark = pytest.mark.e2e
+
+
+def admin(bridge: RunningBridge, path: str) -> requests.Response:
+    assert bridge.bridge.admin is not None
+    return requests.get(f"http://127.0.0.1:{bridge.bridge.admin.port}{path}", timeout=30)
+
+
+def samples(bridge: RunningBridge) -> dict[tuple[str, tuple], float]:
+    answer = admin(bridge, "/metrics")
+    assert answer.status_code == 200 and answer.headers["Content-Type"].startswith("text/plain")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(answer.text)
+        for sample in family.samples
+    }
+
+
+def wait_for(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.1)
+
+
+def test_health_readiness_and_metrics(tmp_path) -> None:
+    lakehouse = tmp_path / "lake"
+    bridge = RunningBridge(make_settings(lakehouse, ack="wal", flush_interval_seconds=0.2))
+    try:
+        assert admin(bridge, "/healthz").status_code == 200
+        ready = admin(bridge, "/readyz")
+        assert ready.status_code == 200 and ready.json()["ready"] is True
+        assert {c["name"] for c in ready.json()["checks"]} == {"receiver", "wal", "commits"}
+
+        before = samples(bridge)
+        traces, _, logs = bridge.stubs(bridge.channel())
+        for _ in range(3):
+            traces.Export(corpus.trace_request())
+        logs.Export(corpus.logs_request())
+        wait_for(lambda: samples(bridge).get(("otel_delta_wal_pending_records", ())) == 0)
+        after = samples(bridge)
+
+        def grew(name: str, **labels: str) -> float:
+            key = (name, tuple(sorted(labels.items())))
+            return after.get(key, 0.0) - before.get(key, 0.0)
+
+        requests_key = {"transport": "grpc", "signal": "traces", "outcome": "accepted"}
+        assert grew("otel_delta_receiver_requests_total", **requests_key) == 3
+        assert grew("otel_delta_receiver_accepted_items_total", signal="traces") == 12
+        assert (
+            grew("otel_delta_receiver_accepted_items_total", signal="logs")
+            == read_table(lakehouse, "logs").num_rows
+        )
+        assert grew("otel_delta_commit_rows_total", table="spans") == 12
+        assert grew("otel_delta_wal_fsyncs_total") >= 1
+        assert after[("otel_delta_ready", ())] == 1
+        assert after[("otel_delta_wal_segments", ())] >= 1
+        histogram = (
+            "otel_delta_receiver_export_duration_seconds_count",
+            tuple(sorted({"transport": "grpc", "signal": "traces"}.items())),
+        )
+        assert after[histogram] - before.get(histogram, 0) == 3
+        assert ("process_resident_memory_bytes", ()) in after
+    finally:
+        bridge.stop()
+
+
+def test_readiness_follows_failing_commits(tmp_path) -> None:
+    """Commits that fail for longer than admin.commit_failure_seconds make /readyz 503 and the
+    gRPC health service NOT_SERVING; when storage recovers, both return; nothing is lost."""
+    lakehouse = tmp_path / "lake"
+    bridge = RunningBridge(
+        make_settings(
+            lakehouse,
+            ack="wal",
+            admin={"commit_failure_seconds": 0.5},
+            flush_interval_seconds=0.2,
+        )
+    )
+    try:
+        traces, _, _ = bridge.stubs(bridge.channel())
+        health = health_pb2_grpc.HealthStub(bridge.channel())
+        traces.Export(corpus.trace_request())
+        wait_for(lambda: (lakehouse / "spans" / "_delta_log").is_dir())
+        log_dir = lakehouse / "spans" / "_delta_log"
+        moved = tmp_path / "delta_log_aside"
+        wait_for(lambda: read_table(lakehouse, "spans").num_rows == 4)
+        shutil.move(log_dir, moved)
+        log_dir.write_text("not a directory")  # storage broken: every commit fails
+
+        traces.Export(corpus.trace_request())  # acked by the WAL; its commit will fail
+        wait_for(lambda: admin(bridge, "/readyz").status_code == 503)
+        checks = {c["name"]: c for c in admin(bridge, "/readyz").json()["checks"]}
+        assert checks["commits"]["ok"] is False and "failing for" in checks["commits"]["detail"]
+        wait_for(
+            lambda: (
+                health.Check(health_pb2.HealthCheckRequest()).status
+                == health_pb2.HealthCheckResponse.NOT_SERVING
+            )
+        )
+        assert samples(bridge)[("otel_delta_commit_failures_total", (("table", "spans"),))] >= 1
+
+        log_dir.unlink()
+        shutil.move(moved, log_dir)  # storage back: the held group commits on its next retry
+        wait_for(lambda: admin(bridge, "/readyz").status_code == 200, timeout=60)
+        wait_for(
+            lambda: (
+                health.Check(health_pb2.HealthCheckRequest()).status
+                == health_pb2.HealthCheckResponse.SERVING
+            )
+        )
+    finally:
+        bridge.stop()
+    assert read_table(lakehouse, "spans").num_rows == 8
+
+
+def test_admin_endpoint_can_be_turned_off(tmp_path) -> None:
+    bridge = RunningBridge(make_settings(tmp_path / "lake", admin={"endpoint": ""}))
+    try:
+        assert bridge.bridge.admin is None
+        with pytest.raises(grpc.RpcError):  # sanity: the OTLP port is not the admin endpoint
+            health_pb2_grpc.HealthStub(bridge.channel()).Check(
+                health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=5
+            )
+    finally:
+        bridge.stop()

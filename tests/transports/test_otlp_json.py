@@ -1,0 +1,91 @@
+"""OTLP/JSON: hex ids, integer enums, 64-bit integers as strings or numbers, unknown fields."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from otel_delta.errors import InvalidRequestError
+from otel_delta.transports.otlp_json import json_to_protobuf, message_to_json
+
+TRACE = "5b8efff798038103d269b633813fc60c"
+SPAN = "eee19b7ec3c1b174"
+
+
+def test_spec_example_request() -> None:
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {
+                    "attributes": [{"key": "service.name", "value": {"stringValue": "a"}}]
+                },
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": TRACE,
+                                "spanId": SPAN,
+                                "parentSpanId": "",
+                                "name": "I'm a server span",
+                                "startTimeUnixNano": "1544712660000000000",
+                                "endTimeUnixNano": 1544712661000000000,
+                                "kind": 2,
+                                "status": {"code": 2},
+                                "links": [{"traceId": TRACE, "spanId": SPAN}],
+                                "futureField": {"ignored": True},
+                                "attributes": [
+                                    {"key": "traceId", "value": {"stringValue": "not-an-id"}},
+                                    {"key": "n", "value": {"intValue": "9007199254740993"}},
+                                ],
+                            }
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+    raw = json_to_protobuf(json.dumps(body).encode(), ExportTraceServiceRequest)
+    span = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
+    assert span.trace_id.hex() == TRACE and span.span_id.hex() == SPAN
+    assert span.parent_span_id == b"" and span.links[0].span_id.hex() == SPAN
+    assert span.start_time_unix_nano == 1544712660000000000
+    assert span.end_time_unix_nano == 1544712661000000000
+    assert span.kind == 2 and span.status.code == 2
+    assert span.attributes[0].value.string_value == "not-an-id"  # a value, not an id field
+    assert span.attributes[1].value.int_value == 9007199254740993
+
+
+def test_log_record_ids() -> None:
+    body = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"traceId": TRACE, "spanId": SPAN}]}]}]}
+    raw = json_to_protobuf(json.dumps(body).encode(), ExportLogsServiceRequest)
+    record = ExportLogsServiceRequest.FromString(raw).resource_logs[0].scope_logs[0].log_records[0]
+    assert record.trace_id.hex() == TRACE and record.span_id.hex() == SPAN
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[]",
+        b"\xff\xfe",
+        b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "xyz"}]}]}]}',
+        b'{"resourceSpans": 7}',
+        b"[" * 100_000,
+    ],
+)
+def test_bad_bodies_are_invalid_requests(body: bytes) -> None:
+    with pytest.raises(InvalidRequestError):
+        json_to_protobuf(body, ExportTraceServiceRequest)
+
+
+def test_response_with_partial_success() -> None:
+    response = ExportTraceServiceResponse()
+    response.partial_success.rejected_spans = 2
+    response.partial_success.error_message = "bad"
+    document = json.loads(message_to_json(response))
+    assert document == {"partialSuccess": {"rejectedSpans": "2", "errorMessage": "bad"}}
