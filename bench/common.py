@@ -11,6 +11,7 @@ answers a question imports from here.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import platform
@@ -20,13 +21,14 @@ import re
 import resource
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,6 +223,7 @@ class BridgeProcess:
         ack: str | None = "wal",
         buffer_max_bytes: int | None = None,
         source: Path | None = None,
+        extra_config: str = "",
     ) -> None:
         """`source`: run the otel_delta package of another source tree (e.g. an older
         checkout, as the baseline of the same run) instead of this one; `ack = None` for a
@@ -238,8 +241,9 @@ class BridgeProcess:
         self.config.write_text(
             f"{doors}convert_workers = {convert_workers}\n"
             f'native_convert = "{native}"\n[buffer]\n{buffer}'
-            f'[deltalake]\ntable_path = "{self.lake}"\n{wal}'
+            f'[deltalake]\ntable_path = "{self.lake}"\n{wal}{extra_config}'
         )
+        self.http_port = 0  # set by wait_for_port when the bridge serves OTLP/HTTP
         self.stats = ServerStats()
         self.log_tail: deque[str] = deque(maxlen=200)
         self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
@@ -303,6 +307,8 @@ class BridgeProcess:
                 break
             match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
             if match:
+                if http := re.search(r"127\.0\.0\.1:(\d+) \(OTLP/HTTP\)", line):
+                    self.http_port = int(http.group(1))
                 return int(match.group(1))
         self.kill()
         raise RuntimeError("bridge did not log its port:\n" + "\n".join(self.log_tail))
@@ -347,15 +353,67 @@ class ClientLog:
     stopped_by_deadline: bool = False
 
 
-def _channel(target: str) -> grpc.Channel:
-    return grpc.insecure_channel(
-        target,
-        options=[
-            ("grpc.use_local_subchannel_pool", 1),  # its own TCP connection per client
-            ("grpc.max_send_message_length", -1),
-            ("grpc.max_receive_message_length", -1),
-        ],
-    )
+# one sender per client thread: payload bytes in, response bytes out (or a raised SendError)
+Send = Callable[[bytes, float], bytes]
+
+
+class SendError(Exception):
+    """A refused or failed Export; `code` names it (gRPC code or HTTP status)."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _channel(target: str, tls_ca: Path | None = None) -> grpc.Channel:
+    options = [
+        ("grpc.use_local_subchannel_pool", 1),  # its own TCP connection per client
+        ("grpc.max_send_message_length", -1),
+        ("grpc.max_receive_message_length", -1),
+    ]
+    if tls_ca is None:
+        return grpc.insecure_channel(target, options=options)
+    credentials = grpc.ssl_channel_credentials(root_certificates=tls_ca.read_bytes())
+    return grpc.secure_channel(target, credentials, options=options)
+
+
+def grpc_sender(port: int, tls_ca: Path | None = None) -> tuple[Send, Callable[[], None]]:
+    """OTLP/gRPC on its own connection, connected before the clock starts."""
+    channel = _channel(f"127.0.0.1:{port}", tls_ca)
+    grpc.channel_ready_future(channel).result(timeout=30)
+    export = channel.unary_unary(EXPORT_METHOD)  # no (de)serializer: raw bytes
+
+    def send(data: bytes, timeout: float) -> bytes:
+        try:
+            return export(data, timeout=timeout)
+        except grpc.RpcError as exc:
+            raise SendError(exc.code().name) from None
+
+    return send, channel.close
+
+
+def http_sender(port: int, tls_ca: Path | None = None) -> tuple[Send, Callable[[], None]]:
+    """OTLP/HTTP protobuf on one keep-alive connection (as the SDK's and the Collector's
+    exporters send it), connected before the clock starts."""
+    if tls_ca is None:
+        connection: http.client.HTTPConnection = http.client.HTTPConnection("127.0.0.1", port)
+    else:
+        context = ssl.create_default_context(cafile=str(tls_ca))
+        connection = http.client.HTTPSConnection("127.0.0.1", port, context=context)
+    connection.connect()
+    headers = {"Content-Type": "application/x-protobuf"}
+
+    def send(data: bytes, timeout: float) -> bytes:
+        assert connection.sock is not None
+        connection.sock.settimeout(timeout)
+        connection.request("POST", "/v1/traces", body=data, headers=headers)
+        response = connection.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise SendError(f"HTTP {response.status}")
+        return body
+
+    return send, connection.close
 
 
 def _rejected(response: bytes) -> int:
@@ -366,7 +424,7 @@ def _rejected(response: bytes) -> int:
 
 
 def _client(
-    channel: grpc.Channel,
+    send: Send,
     payloads: Sequence[Payload],
     work: queue.SimpleQueue[int],
     start: threading.Barrier,
@@ -374,7 +432,6 @@ def _client(
     log: ClientLog,
 ) -> None:
     """Send payloads until none are left or the deadline passes; bytes in, bytes out."""
-    export = channel.unary_unary(EXPORT_METHOD)  # no (de)serializer: raw bytes
     start.wait()
     while True:
         remaining = deadline - time.perf_counter()
@@ -388,9 +445,9 @@ def _client(
         sent = time.perf_counter()
         log.first_send = min(log.first_send, sent)
         try:
-            response = export(payload.data, timeout=remaining)
-        except grpc.RpcError as exc:
-            log.errors[exc.code().name] += 1
+            response = send(payload.data, remaining)
+        except SendError as exc:
+            log.errors[exc.code] += 1
             log.failed_spans += payload.spans
             continue
         done = time.perf_counter()
@@ -424,29 +481,33 @@ class Ingest:
         return self.spans_acked / self.seconds if self.seconds > 0 else 0.0
 
 
-def drive(port: int, payloads: Sequence[Payload], clients: int, max_seconds: float) -> Ingest:
-    """Run `clients` threads, each on its own channel, until all payloads are acked."""
+def drive(
+    port: int,
+    payloads: Sequence[Payload],
+    clients: int,
+    max_seconds: float,
+    sender: Callable[[int], tuple[Send, Callable[[], None]]] = grpc_sender,
+) -> Ingest:
+    """Run `clients` threads, each on its own connection, until all payloads are acked."""
     work: queue.SimpleQueue[int] = queue.SimpleQueue()
     for index in range(len(payloads)):
         work.put(index)
-    channels = [_channel(f"127.0.0.1:{port}") for _ in range(clients)]
-    for channel in channels:  # connect first: handshakes are not ingest time
-        grpc.channel_ready_future(channel).result(timeout=30)
+    senders = [sender(port) for _ in range(clients)]  # connected: handshakes are not ingest
     logs = [ClientLog() for _ in range(clients)]
     barrier = threading.Barrier(clients)
     cpu_before = _own_cpu_seconds()
     deadline = time.perf_counter() + max_seconds
     threads = [
-        threading.Thread(target=_client, args=(ch, payloads, work, barrier, deadline, log))
-        for ch, log in zip(channels, logs, strict=True)
+        threading.Thread(target=_client, args=(send, payloads, work, barrier, deadline, log))
+        for (send, _), log in zip(senders, logs, strict=True)
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     cpu_used = _own_cpu_seconds() - cpu_before
-    for channel in channels:
-        channel.close()
+    for _, close in senders:
+        close()
     return _merge(logs, payloads, work.qsize(), cpu_used)
 
 
