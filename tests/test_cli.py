@@ -170,3 +170,37 @@ def test_many_idle_connections_do_not_stall_exports(tmp_path: Path) -> None:
             channel.close()
         assert server.stop() == 0
     assert read_table(tmp_path / "lake", "spans").num_rows == 1
+
+
+def test_serve_opens_every_door_and_logs_json(tmp_path: Path) -> None:
+    """As a user starts it: gRPC, HTTP and admin ports in the first line, the log as JSON."""
+    import json
+
+    import requests
+
+    lake = tmp_path / "lake"
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'{LOOPBACK}[logging]\nformat = "json"\n[deltalake]\ntable_path = "{lake}"\n'
+        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    server = ServeProcess(config)
+    try:
+        assert server.http_port and server.admin_port
+        answer = requests.post(
+            f"http://127.0.0.1:{server.http_port}/v1/traces",
+            data=one_span_request(1).SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"},
+            timeout=30,
+        )
+        assert answer.status_code == 200
+        ready = requests.get(f"http://127.0.0.1:{server.admin_port}/readyz", timeout=30)
+        assert ready.status_code == 200
+    finally:
+        assert server.stop() == 0
+    entries = [json.loads(line) for line in server.lines if line.strip()]
+    assert entries and all({"time", "level", "logger", "message"} <= set(e) for e in entries)
+    assert "(OTLP/HTTP)" in entries[0]["message"] or any(
+        "(OTLP/HTTP)" in e["message"] for e in entries
+    )
+    assert read_table(lake, "spans").num_rows == 1

@@ -54,6 +54,13 @@ def test_environment_overrides_file(tmp_path: Path, monkeypatch) -> None:
         ("[wal]\nsegment_bytes = 10\n", "wal.segment_bytes"),
         ("[wal]\nmax_bytes = 1048576\nsegment_bytes = 1048576\n", "half of max_bytes"),
         ("[buffer]\nack = 'maybe'\n", "buffer.ack"),
+        ("[receiver]\nhttp_endpoint = '4318'\n", "receiver.http_endpoint"),
+        ("[receiver.tls]\ncert_file = 'a.crt'\n", "set both cert_file and key_file"),
+        ("[receiver.tls]\nclient_ca_file = 'ca.crt'\n", "client_ca_file (mTLS) needs"),
+        ("[receiver.auth]\ntoken = 'inline'\n", "receiver.auth.token: unknown key"),
+        ("[admin]\nendpoint = 'localhost'\n", "admin.endpoint"),
+        ("[admin]\ncommit_failure_seconds = inf\n", "admin.commit_failure_seconds"),
+        ("[logging]\nformat = 'xml'\n", "logging.format"),
     ],
 )
 def test_invalid_config_is_one_line_naming_the_key(
