@@ -21,6 +21,12 @@ REQUESTS = Counter(
     "(accepted, partial, retryable, rejected, unauthenticated)",
     ["transport", "signal", "outcome"],
 )
+REFUSED_REQUESTS = Counter(
+    "otel_delta_receiver_refused_requests",
+    "OTLP Export requests refused as a whole, by reason (the error, e.g. buffer_full, "
+    "wal_full, invalid_request, request_too_large, unauthenticated, internal)",
+    ["transport", "signal", "reason"],
+)
 ACCEPTED_ITEMS = Counter(
     "otel_delta_receiver_accepted_items",
     "Spans, data points or log records accepted (stored or logged for storing)",

@@ -54,6 +54,11 @@ def test_health_readiness_and_metrics(tmp_path) -> None:
         for _ in range(3):
             traces.Export(corpus.trace_request())
         logs.Export(corpus.logs_request())
+        garbage = bridge.channel().unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+        )
+        with pytest.raises(grpc.RpcError):
+            garbage(b"\xff\xff\xff", timeout=30)
         wait_for(lambda: samples(bridge).get(("otel_delta_wal_pending_records", ())) == 0)
         after = samples(bridge)
 
@@ -64,6 +69,8 @@ def test_health_readiness_and_metrics(tmp_path) -> None:
         requests_key = {"transport": "grpc", "signal": "traces", "outcome": "accepted"}
         assert grew("otel_delta_receiver_requests_total", **requests_key) == 3
         assert grew("otel_delta_receiver_accepted_items_total", signal="traces") == 12
+        refused = {"transport": "grpc", "signal": "traces", "reason": "invalid_request"}
+        assert grew("otel_delta_receiver_refused_requests_total", **refused) == 1
         assert (
             grew("otel_delta_receiver_accepted_items_total", signal="logs")
             == read_table(lakehouse, "logs").num_rows
