@@ -83,7 +83,7 @@ def test_health_readiness_and_metrics(tmp_path) -> None:
             "otel_delta_receiver_export_duration_seconds_count",
             tuple(sorted({"transport": "grpc", "signal": "traces"}.items())),
         )
-        assert after[histogram] - before.get(histogram, 0) == 3
+        assert after[histogram] - before.get(histogram, 0) == 4  # the refused one too
         assert ("process_resident_memory_bytes", ()) in after
     finally:
         bridge.stop()
