@@ -17,6 +17,7 @@ from otel_delta.lakehouse import Lakehouse
 from otel_delta.maintenance import Maintainer
 from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.pipeline import Decoder, ExportPipeline, use_native
+from otel_delta.pipeline.dead_letters import DeadLetters
 from otel_delta.pipeline.replay import replay
 from otel_delta.remote.service import ConnectorServer
 from otel_delta.transports import GrpcTransport, HttpTransport
@@ -73,6 +74,9 @@ class Bridge:
             retry_after_seconds=buffer_settings.retry_after_seconds,
             app_id=self.wal.app_id if self.wal else None,
             on_committed=self.wal.committed if self.wal else None,
+            on_rejected=(
+                DeadLetters(self.engines.lakehouse, self.wal).write if self.wal else None
+            ),
         )
         self.buffer.start()
         if self.wal is not None:

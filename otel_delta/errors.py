@@ -47,6 +47,11 @@ class ShuttingDownError(OtelDeltaError):
     """The bridge is stopping and accepts no new rows (UNAVAILABLE)."""
 
 
+class RowsRejectedError(OtelDeltaError):
+    """The table refused these rows for what they hold (a CHECK constraint, a schema or type
+    violation): committing them again cannot succeed (INVALID_ARGUMENT / 400)."""
+
+
 class CommitError(OtelDeltaError):
     """A Delta commit failed after retries; the rows it held were not stored (UNAVAILABLE)."""
 

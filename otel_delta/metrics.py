@@ -57,6 +57,16 @@ COMMIT_BYTES = Counter(
 COMMIT_FAILURES = Counter(
     "otel_delta_commit_failures", "Failed Delta commit attempts, by table", ["table"]
 )
+REJECTED_ROWS = Counter(
+    "otel_delta_rejected_rows",
+    "Rows a table refused for what they hold (a constraint, a type), by table",
+    ["table"],
+)
+DEAD_LETTERS = Counter(
+    "otel_delta_dead_letters",
+    "Logged requests moved to the _dead_letters table because a table refused their rows",
+    ["table"],
+)
 COMMIT_SECONDS = Histogram(
     "otel_delta_commit_duration_seconds",
     "Duration of one Delta commit, by table",

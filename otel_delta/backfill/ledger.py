@@ -20,10 +20,9 @@ from deltalake.exceptions import TableNotFoundError
 
 from otel_delta.engines.delta_rs import holds_transaction
 from otel_delta.lakehouse import table_uri
-from otel_delta.tables.schemas import BACKFILL_FILES, DEAD_LETTERS
+from otel_delta.tables.schemas import BACKFILL_FILES, DEAD_LETTER_TABLE, DEAD_LETTERS
 
 LEDGER_TABLE = "_backfill_files"
-DEAD_LETTER_TABLE = "_dead_letters"
 AUX_SCHEMAS = {LEDGER_TABLE: BACKFILL_FILES, DEAD_LETTER_TABLE: DEAD_LETTERS}
 TXN_VERSION = 1
 

@@ -35,7 +35,7 @@ import pyarrow as pa
 from deltalake import Transaction
 
 from otel_delta.engines.base import TableWriter
-from otel_delta.errors import BufferFullError, CommitError, ShuttingDownError
+from otel_delta.errors import BufferFullError, CommitError, RowsRejectedError, ShuttingDownError
 from otel_delta.faults import crash_point
 from otel_delta.metrics import (
     COMMIT_BYTES,
@@ -43,6 +43,7 @@ from otel_delta.metrics import (
     COMMIT_ROWS,
     COMMIT_SECONDS,
     COMMITS,
+    REJECTED_ROWS,
 )
 from otel_delta.tables import TABLES
 
@@ -54,13 +55,26 @@ MAX_BACKOFF_SECONDS = 30.0
 
 @dataclass
 class _Pending:
-    """Rows waiting for one table's next commit, and the future their senders await."""
+    """Rows waiting for one table's next commit: one batch per request, each with the future
+    its sender awaits (commit mode) and, in WAL mode, the position of its record."""
 
-    future: asyncio.Future[None]
     batches: list[pa.Table] = field(default_factory=list)
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)  # WAL records whose rows these are
     rows: int = 0
     nbytes: int = 0
+    # batches (by index) the table refused for what they hold; the others are committed
+    rejected: dict[int, RowsRejectedError] = field(default_factory=dict)
+
+    def settle(self, error: Exception | None = None) -> None:
+        """Answer every waiter: OK, or `error`; a batch the table refused gets its reason."""
+        for index, waiter in enumerate(self.waiters):
+            failure = self.rejected.get(index, error)
+            if failure is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(failure)
+                waiter.exception()  # mark retrieved: senders may have gone away
 
 
 @dataclass
@@ -81,6 +95,7 @@ class GroupCommitBuffer:
         retry_after_seconds: float,
         app_id: str | None = None,
         on_committed: Callable[[list[int]], None] | None = None,
+        on_rejected: Callable[[str, int, RowsRejectedError], None] | None = None,
     ) -> None:
         self.writer = writer
         self.flush_interval = flush_interval_seconds
@@ -92,6 +107,9 @@ class GroupCommitBuffer:
         self._sequence = 0  # commit mode: the transaction version of the last commit
         self._sequence_lock = threading.Lock()  # commits of several tables run in parallel
         self.on_committed = on_committed or (lambda positions: None)
+        # WAL mode: takes (table, position, error) of a record whose rows the table refused —
+        # its dead letter; it must be durable when it returns (runs on a commit thread)
+        self.on_rejected = on_rejected
         self.stats = FlushStats()
         # per table: when its commits started failing, with none succeeding since (monotonic)
         self._failing_since: dict[str, float] = {}
@@ -165,8 +183,9 @@ class GroupCommitBuffer:
             self._seal(name)
             pending = None
         if pending is None:
-            future = asyncio.get_running_loop().create_future()
-            pending = self._pending[name] = _Pending(future)
+            pending = self._pending[name] = _Pending()
+        future = asyncio.get_running_loop().create_future()
+        pending.waiters.append(future)
         pending.batches.append(data)
         if position is not None:
             pending.positions.append(position)
@@ -175,7 +194,7 @@ class GroupCommitBuffer:
         self._bytes += data.nbytes
         if pending.rows >= self.max_rows:
             self._seal(name)
-        return pending.future
+        return future
 
     def _seal(self, name: str) -> None:
         """Close the table's open group: it is committed as it is at the next flush, now."""
@@ -236,8 +255,7 @@ class GroupCommitBuffer:
                     self.stats.failures += 1
                     if not isinstance(outcome, CommitError):
                         outcome = CommitError(str(outcome))
-                    pending.future.set_exception(outcome)
-                    pending.future.exception()  # mark retrieved: senders may have gone away
+                    pending.settle(outcome)
         if retry and self._closing:
             for _name, pending in retry:  # not lost: the WAL replays them at the next start
                 self._bytes -= pending.nbytes
@@ -252,7 +270,7 @@ class GroupCommitBuffer:
         if self._failures.pop(name, 0):
             log.info("commits to %s succeed again", name)
         self._not_before.pop(name, None)
-        pending.future.set_result(None)
+        pending.settle()
         if pending.positions:
             crash_point("delta-committed")
             self.on_committed(pending.positions)
@@ -291,12 +309,43 @@ class GroupCommitBuffer:
 
     def _commit(self, name: str, pending: _Pending) -> int:
         started = time.monotonic()
-        commits = self._append(name, pa.concat_tables(pending.batches), pending.positions)
+        try:
+            commits = self._append(name, pa.concat_tables(pending.batches), pending.positions)
+        except RowsRejectedError as error:
+            commits = self._isolate(name, pending, error)
+        refused = sum(pending.batches[index].num_rows for index in pending.rejected)
         COMMIT_SECONDS.labels(name).observe(time.monotonic() - started)
         COMMITS.labels(name).inc(commits)
-        COMMIT_ROWS.labels(name).inc(pending.rows)
+        COMMIT_ROWS.labels(name).inc(pending.rows - refused)
         COMMIT_BYTES.labels(name).inc(pending.nbytes)
+        if refused:
+            REJECTED_ROWS.labels(name).inc(refused)
         self._failing_since.pop(name, None)
+        return commits
+
+    def _isolate(self, name: str, pending: _Pending, error: RowsRejectedError) -> int:
+        """The table refused the group's rows: commit each request's rows alone, in order, so
+        only the requests at fault are held back — answered with the error (commit mode) or
+        handed to `on_rejected` as dead letters (WAL mode). A dead letter is written before any
+        later record commits: a later transaction version marks every earlier record as done.
+        A table that refuses every row (e.g. a new constraint no row meets) sends every request
+        to the dead letters, loudly (log, metrics), where they wait, whole, to be loaded again.
+        """
+        wal = self.app_id is not None
+        rejected: dict[int, RowsRejectedError] = {}
+        commits = 0
+        for index, batch in enumerate(pending.batches):
+            position = pending.positions[index : index + 1] if wal else []
+            try:
+                if len(pending.batches) == 1:
+                    raise error  # already tried alone
+                commits += self._append(name, batch, position)
+            except RowsRejectedError as refused:
+                rejected[index] = refused
+                log.warning("%s refused the rows of a request: %s", name, refused)
+                if wal and self.on_rejected is not None:
+                    self.on_rejected(name, position[0], refused)
+        pending.rejected = rejected
         return commits
 
     def _append(self, name: str, data: pa.Table, positions: list[int]) -> int:

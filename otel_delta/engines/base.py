@@ -13,12 +13,32 @@ from typing import Any, Literal, Protocol
 import pyarrow as pa
 from deltalake import Transaction
 
-from otel_delta.errors import ConfigError
+from otel_delta.errors import ConfigError, RowsRejectedError
 from otel_delta.sql import Dialect
 
 # what `[deltalake.operations] engine` and every `engine=` argument accept
 EngineName = Literal["auto", "delta-rs", "spark"]
 ENGINES: tuple[str, ...] = ("auto", "delta-rs", "spark")
+
+
+# how the engines say that rows, not the storage or the moment, made a commit fail: delta-rs
+# (constraint and invariant checks, Arrow casts) and delta-spark (its exception class names)
+REJECTED_ROWS_MARKERS = (
+    "Invalid data found",
+    "failed validation check",
+    "DeltaInvariantViolationException",
+    "DELTA_VIOLATE_CONSTRAINT",
+    "CHECK constraint",
+    "NOT NULL constraint",
+)
+
+
+def rows_rejected(error: BaseException) -> bool:
+    """Did the table refuse the rows themselves (so the same commit can never succeed)?"""
+    if isinstance(error, RowsRejectedError):
+        return True
+    text = f"{type(error).__name__}: {error}"
+    return any(marker in text for marker in REJECTED_ROWS_MARKERS)
 
 
 def check_engine(name: str) -> EngineName:

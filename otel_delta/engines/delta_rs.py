@@ -11,7 +11,8 @@ import pyarrow as pa
 from deltalake import DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
-from otel_delta.errors import CommitError
+from otel_delta.engines.base import rows_rejected
+from otel_delta.errors import CommitError, RowsRejectedError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
@@ -91,8 +92,11 @@ class DeltaRsEngine:
                 return table.version()  # an earlier attempt landed (its reply did not)
             self._write(table, data, app_transaction)
             return table.version()
-        except Exception:
+        except Exception as exc:
             self._tables.pop(table_name, None)  # reload the log before the next attempt
+            if rows_rejected(exc):  # not retried: these rows can never commit
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                raise RowsRejectedError(f"{table_name} refused the rows: {first}") from exc
             raise
 
     def _write(

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 from deltalake import Transaction
 
-from otel_delta.errors import CommitError
+from otel_delta.engines.base import rows_rejected
+from otel_delta.errors import CommitError, RowsRejectedError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.sql import quote_identifier
 
@@ -137,6 +138,8 @@ class SparkEngine:
             writer.save(uri)
         except Exception as exc:  # py4j / AnalysisException: surface as our error, one line
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if rows_rejected(exc):
+                raise RowsRejectedError(f"{label} refused the rows: {first}") from exc
             raise CommitError(f"Spark commit to {label} failed: {first}") from exc
         # read through delta-rs: no Spark job for a log read
         from deltalake import DeltaTable

@@ -20,6 +20,7 @@ from otel_delta.errors import (
     CommitError,
     InvalidRequestError,
     RequestTooLargeError,
+    RowsRejectedError,
     ShuttingDownError,
     WalError,
 )
@@ -86,6 +87,8 @@ class ExportPipeline:
                 await self.wal.append(signal.code, raw, tables, commits=len(tables))
         except RETRYABLE as exc:
             return Retryable(exc, self.buffer.retry_after)
+        except RowsRejectedError as exc:  # commit mode: the table refused this request's rows
+            return Rejected(exc, str(exc))
         rows = sum(table.num_rows for table in converted.tables.values())
         ACCEPTED_ITEMS.labels(signal.name).inc(rows)
         if converted.rejected.count:

@@ -211,7 +211,9 @@ METRICS_SUMMARY = pa.schema(
     ]
 )
 
-# Bookkeeping tables of `otel-delta backfill` (beside the telemetry tables, not partitioned).
+# Bookkeeping tables beside the telemetry tables, not partitioned: the dead letters (of
+# `otel-delta backfill` and of the bridge) and the backfill's ledger.
+DEAD_LETTER_TABLE = "_dead_letters"
 DEAD_LETTERS = pa.schema(
     [
         pa.field("file", STRING),
@@ -219,7 +221,8 @@ DEAD_LETTERS = pa.schema(
         pa.field("offset", INT64),  # byte offset of the record in the (decompressed) file
         pa.field("line", INT64),  # 1-based line number for OTLP/JSON lines, NULL otherwise
         pa.field("reason", STRING),
-        pa.field("raw", pa.binary()),  # the undecodable record (first 1 MiB)
+        # backfill: the undecodable record (first 1 MiB); bridge: the whole logged request
+        pa.field("raw", pa.binary()),
         pa.field("loaded_at", TIMESTAMP),
     ]
 )

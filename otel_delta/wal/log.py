@@ -142,6 +142,16 @@ class WriteAheadLog:
         for segment in list(self._segments):
             yield from scan(segment.path.read_bytes()).records
 
+    def read(self, position: int) -> Record:
+        """One durable record, e.g. to move it to the dead letters (rare: scans its segment)."""
+        segments = [s for s in list(self._segments) if s.first_position <= position]
+        if not segments:
+            raise WalError(f"no write-ahead log segment holds position {position}")
+        for record in scan(segments[-1].path.read_bytes()).records:
+            if record.position == position:
+                return record
+        raise WalError(f"position {position} is not in {segments[-1].path}")
+
     def start(self) -> None:
         """Take appends (after `replay`, whose records must all have been `expect`ed)."""
         self._started = True

@@ -1,0 +1,69 @@
+"""The bridge's dead letters: logged requests whose rows a table refused for what they hold.
+
+When a commit fails because of the rows themselves (a CHECK constraint a user added, a type the
+table will not take), retrying would block the write-ahead log behind them forever and every
+other client with it. The buffer commits the other requests' rows and hands each refused record
+here: its whole request, read back from the log, goes to the `_dead_letters` table beside the
+telemetry tables (the one `otel-delta backfill` uses), with the table that refused it and why,
+so nothing acknowledged is lost and it can be loaded again once the table accepts it.
+
+Each dead letter is one Delta commit carrying the transaction (`<wal app id>-dead-letters`, the
+record's position): written again after a crash and replay, it is not stored twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+from otel_delta.engines.delta_rs import holds_transaction
+from otel_delta.errors import RowsRejectedError
+from otel_delta.lakehouse import Lakehouse
+from otel_delta.metrics import DEAD_LETTERS as DEAD_LETTER_COUNT
+from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
+from otel_delta.wal import WriteAheadLog
+
+log = logging.getLogger(__name__)
+
+
+class DeadLetters:
+    def __init__(self, lakehouse: Lakehouse, wal: WriteAheadLog) -> None:
+        self.lakehouse = lakehouse
+        self.wal = wal
+        self.uri = lakehouse.uri(DEAD_LETTER_TABLE)
+        self.app_id = f"{wal.app_id}-dead-letters"
+
+    def write(self, table: str, position: int, error: RowsRejectedError) -> None:
+        """Store the request logged at `position` as a dead letter; durable on return."""
+        txn = Transaction(self.app_id, position)
+        DeltaTable.create(
+            self.uri, DEAD_LETTERS, mode="ignore", name=DEAD_LETTER_TABLE,
+            storage_options=self.lakehouse.storage,
+        )  # fmt: skip
+        existing = DeltaTable(self.uri, storage_options=self.lakehouse.storage)
+        if holds_transaction(existing, txn):
+            return  # written before a crash: the record was replayed
+        record = self.wal.read(position)
+        row = {
+            "file": f"wal:{self.wal.app_id}",
+            "file_sha256": None,
+            "offset": position,
+            "line": None,
+            "reason": f"{table}: {error}",
+            "raw": record.payload,
+            "loaded_at": datetime.now(UTC),
+        }
+        write_deltalake(
+            existing,
+            pa.Table.from_pylist([row], schema=DEAD_LETTERS),
+            mode="append",
+            commit_properties=CommitProperties(app_transactions=[txn]),
+        )
+        DEAD_LETTER_COUNT.labels(table).inc()
+        log.warning(
+            "the request logged at %d went to %s: %s refused its rows", position,
+            DEAD_LETTER_TABLE, table,
+        )  # fmt: skip

@@ -1,0 +1,108 @@
+"""Rows a table refuses for what they hold never block anyone else: with a CHECK constraint on
+the spans table (added with delta-rs, as a user would), a request with a refused span is held
+back alone — a dead letter in WAL mode, INVALID_ARGUMENT in commit mode — while the requests
+committed with it land, exactly once, also across a restart."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from deltalake import DeltaTable
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from otel_delta.tables.schemas import DEAD_LETTER_TABLE
+from tests.helpers import RunningBridge, make_settings, read_table, table_exists
+
+pytestmark = pytest.mark.e2e
+
+NOW = time.time_ns()
+
+
+def request(tag: int, names: list[str]) -> ExportTraceServiceRequest:
+    spans = [
+        trace_pb2.Span(
+            trace_id=tag.to_bytes(16, "big"),
+            span_id=(tag * 100 + i + 1).to_bytes(8, "big"),
+            name=name,
+            start_time_unix_nano=NOW,
+            end_time_unix_nano=NOW + 1000,
+        )
+        for i, name in enumerate(names)
+    ]
+    resource = trace_pb2.ResourceSpans(scope_spans=[trace_pb2.ScopeSpans(spans=spans)])
+    resource.resource.attributes.append(
+        KeyValue(key="service.name", value=AnyValue(string_value="dlq"))
+    )
+    return ExportTraceServiceRequest(resource_spans=[resource])
+
+
+def forbid_poison(lake: Path) -> None:
+    DeltaTable(str(lake / "spans")).alter.add_constraint({"no_poison": "name != 'poison'"})
+
+
+def wait_for(condition, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_wal_mode_moves_the_refused_request_to_the_dead_letters(tmp_path: Path) -> None:
+    lake, wal = tmp_path / "lake", tmp_path / "wal"
+    settings = make_settings(lake, ack="wal", wal_dir=wal, flush_interval_seconds=1.0)
+    bridge = RunningBridge(settings)
+    try:
+        traces, _, _ = bridge.stubs(bridge.channel())
+        traces.Export(request(1, ["first"]))
+        wait_for(lambda: table_exists(lake, "spans") and read_table(lake, "spans").num_rows == 1)
+        forbid_poison(lake)
+
+        poison = request(3, ["fine", "poison"])
+        futures = [
+            traces.Export.future(r) for r in (request(2, ["a", "b"]), poison, request(4, ["c"]))
+        ]
+        for future in futures:
+            future.result(timeout=30)  # all acknowledged: the WAL holds them
+        assert bridge.bridge.wal is not None
+        wait_for(lambda: bridge.bridge.wal.pending_records == 0)
+    finally:
+        bridge.stop()
+
+    names = sorted(read_table(lake, "spans").column("name").to_pylist())
+    assert names == ["a", "b", "c", "first"]
+    dead = read_table(lake, DEAD_LETTER_TABLE).to_pylist()
+    assert len(dead) == 1
+    assert dead[0]["raw"] == poison.SerializeToString()
+    assert dead[0]["reason"].startswith("spans: ") and "refused" in dead[0]["reason"]
+
+    # a restart on the same log stores nothing twice
+    again = RunningBridge(settings)
+    again.stop()
+    assert read_table(lake, "spans").num_rows == 4
+    assert read_table(lake, DEAD_LETTER_TABLE).num_rows == 1
+
+
+def test_commit_mode_refuses_only_the_request_at_fault(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    bridge = RunningBridge(make_settings(lake, ack="commit", flush_interval_seconds=1.0))
+    try:
+        traces, _, _ = bridge.stubs(bridge.channel())
+        traces.Export(request(1, ["first"]))
+        forbid_poison(lake)
+        good = [traces.Export.future(request(2, ["a"])), traces.Export.future(request(4, ["c"]))]
+        bad = traces.Export.future(request(3, ["fine", "poison"]))
+        for future in good:
+            future.result(timeout=30)
+        with pytest.raises(grpc.RpcError) as refused:
+            bad.result(timeout=30)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "refused" in refused.value.details()
+    finally:
+        bridge.stop()
+    assert sorted(read_table(lake, "spans").column("name").to_pylist()) == ["a", "c", "first"]
+    assert not table_exists(lake, DEAD_LETTER_TABLE)
