@@ -74,9 +74,7 @@ class Bridge:
             retry_after_seconds=buffer_settings.retry_after_seconds,
             app_id=self.wal.app_id if self.wal else None,
             on_committed=self.wal.committed if self.wal else None,
-            on_rejected=(
-                DeadLetters(self.engines.lakehouse, self.wal).write if self.wal else None
-            ),
+            on_rejected=(DeadLetters(self.engines.lakehouse, self.wal).write if self.wal else None),
         )
         self.buffer.start()
         if self.wal is not None:
@@ -90,6 +88,7 @@ class Bridge:
             receiver.max_receive_message_bytes,
             self.wal,
             self.engines.lakehouse.partition_by,
+            receiver.max_concurrent_requests,
         )
         self.grpc = GrpcTransport(receiver, self.pipeline, bearer)
         port = await self.grpc.start()

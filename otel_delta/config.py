@@ -104,6 +104,8 @@ class ReceiverSettings(Section):
     grpc_endpoint: str = "0.0.0.0:4317"
     http_endpoint: str = "0.0.0.0:4318"  # OTLP/HTTP; "" turns it off
     max_receive_message_bytes: int = Field(64 * MIB, gt=0, le=GRPC_MAX_MESSAGE)
+    # requests received and converted at once (both transports); the rest wait unread
+    max_concurrent_requests: int = Field(16, ge=1, le=10_000)
     # processes that decode and convert requests; 0 = in the server process
     convert_workers: int = Field(0, ge=0, le=64)
     # the native (Rust) converter: "auto" = use it where built, "on" = required, "off" = Python

@@ -8,8 +8,9 @@ the outcome into their status codes; every decision about a request is taken her
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import pyarrow as pa
 
@@ -19,6 +20,7 @@ from otel_delta.errors import (
     BufferFullError,
     CommitError,
     InvalidRequestError,
+    OtelDeltaError,
     RequestTooLargeError,
     RowsRejectedError,
     ShuttingDownError,
@@ -39,6 +41,10 @@ RETRYABLE = (BufferFullError, ShuttingDownError, CommitError, WalError)
 # converters), plus the converter's working memory. Counting it keeps many concurrent large
 # requests from taking memory the buffer's bound does not see.
 CONVERSION_BYTES_PER_BYTE = 4
+# how long a request waits for a slot before it gets the retryable answer
+SLOT_WAIT_SECONDS = 5.0
+# how a transport hands over a body it has not read yet: bytes, or OtelDeltaError (e.g. 413)
+Receive = Callable[[], Awaitable[bytes]]
 
 
 class ExportPipeline:
@@ -51,32 +57,47 @@ class ExportPipeline:
         max_request_bytes: int,
         wal: WriteAheadLog | None = None,
         partition_by: Sequence[str] = (),
+        max_concurrent: int = 16,
     ) -> None:
         self.buffer = buffer
+        # Requests being received and converted at once, across transports: a transport asks
+        # for a slot before it reads a body, so bodies that do not fit wait in the client's
+        # and the kernel's buffers instead of this process's memory.
+        self.max_concurrent = max_concurrent
+        self.slots = asyncio.Semaphore(max_concurrent)
         self.decoder = decoder
         self.max_request_bytes = max_request_bytes
         self.wal = wal
         self.partition_by = tuple(partition_by)
 
-    async def export(self, signal: Signal, raw: bytes) -> Outcome:
-        """The outcome of one Export request's (decompressed) bytes."""
-        if len(raw) > self.max_request_bytes:
-            error = RequestTooLargeError(
-                f"request of {len(raw)} bytes is over the limit of {self.max_request_bytes} "
-                "(receiver.max_receive_message_bytes)"
+    async def export(self, signal: Signal, body: bytes | Receive) -> Outcome:
+        """The outcome of one Export. `body`: the request's (decompressed) bytes, or how to
+        receive them — then they are read only once the request has a slot (see `slots`)."""
+        if isinstance(body, bytes):
+            return await self._export(signal, body)
+        try:
+            await asyncio.wait_for(self.slots.acquire(), SLOT_WAIT_SECONDS)
+        except TimeoutError:
+            busy = BufferFullError(
+                f"{self.max_concurrent} requests are being received and converted "
+                "(receiver.max_concurrent_requests); retry later",
+                self.buffer.retry_after,
             )
-            return Rejected(error, str(error))
-        working = len(raw) * CONVERSION_BYTES_PER_BYTE
+            return Retryable(busy, self.buffer.retry_after)
         try:
-            if self.wal is not None:
-                self.wal.check_capacity(len(raw))
-            self.buffer.reserve(working)  # refuse early, before spending CPU on decoding
-        except RETRYABLE as exc:
-            return Retryable(exc, self.buffer.retry_after)
+            raw = await body()
+        except OtelDeltaError as exc:
+            self.slots.release()
+            return Rejected(exc, str(exc))
+        return await self._export(signal, raw, slot=True)
+
+    async def _export(self, signal: Signal, raw: bytes, slot: bool = False) -> Outcome:
+        """Admit, convert (releasing the slot), then log or buffer."""
         try:
-            converted = await self._convert(signal, raw)
+            converted = await self._admitted(signal, raw)
         finally:
-            self.buffer.release(working)  # from here the buffer counts the rows themselves
+            if slot:
+                self.slots.release()
         if not isinstance(converted, Converted):
             return converted
         try:
@@ -94,6 +115,26 @@ class ExportPipeline:
         if converted.rejected.count:
             REFUSED_ITEMS.labels(signal.name, "invalid_item").inc(converted.rejected.count)
         return Accepted(converted.rejected.count, converted.rejected.error_message, rows)
+
+    async def _admitted(self, signal: Signal, raw: bytes) -> Converted | Outcome:
+        """The request's rows, converted and admitted; or why not."""
+        if len(raw) > self.max_request_bytes:
+            error = RequestTooLargeError(
+                f"request of {len(raw)} bytes is over the limit of {self.max_request_bytes} "
+                "(receiver.max_receive_message_bytes)"
+            )
+            return Rejected(error, str(error))
+        working = len(raw) * CONVERSION_BYTES_PER_BYTE
+        try:
+            if self.wal is not None:
+                self.wal.check_capacity(len(raw))
+            self.buffer.reserve(working)  # refuse early, before spending CPU on decoding
+        except RETRYABLE as exc:
+            return Retryable(exc, self.buffer.retry_after)
+        try:
+            return await self._convert(signal, raw)
+        finally:
+            self.buffer.release(working)  # from here the buffer counts the rows themselves
 
     async def _convert(self, signal: Signal, raw: bytes) -> Converted | Rejected:
         """Decode, convert and admit, or the reason the request is rejected."""

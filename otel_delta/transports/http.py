@@ -113,27 +113,34 @@ class HttpTransport:
         return self._response(signal, outcome, as_json)
 
     async def _outcome(self, signal: Signal, request: web.Request, as_json: bool) -> Outcome:
-        try:
+        try:  # what the headers alone decide, before the body is read
             if self.token is not None:
                 self.token.check(request.headers.get("Authorization"))
             if request.content_type not in (PROTOBUF, JSON):
                 raise UnsupportedMediaTypeError(
                     f"unsupported Content-Type {request.content_type!r}; send {PROTOBUF} or {JSON}"
                 )
+            self._check_length(request.content_length)
+        except OtelDeltaError as exc:
+            return Rejected(exc, str(exc))
+
+        async def receive() -> bytes:
             raw = await self._body(request)
             if as_json:
                 raw = await asyncio.to_thread(json_to_protobuf, raw, signal.request)
-        except OtelDeltaError as exc:
-            return Rejected(exc, str(exc))
-        return await self.pipeline.export(signal, raw)
+            return raw
+
+        return await self.pipeline.export(signal, receive)
+
+    def _check_length(self, length: int | None) -> None:
+        if length is not None and length > self.limit:
+            raise RequestTooLargeError(
+                f"request of {length} bytes is over the limit of {self.limit} "
+                "(receiver.max_receive_message_bytes)"
+            )
 
     async def _body(self, request: web.Request) -> bytes:
         """The decompressed body, refused as soon as it is known to be over the limit."""
-        if request.content_length is not None and request.content_length > self.limit:
-            raise RequestTooLargeError(
-                f"request of {request.content_length} bytes is over the limit of {self.limit} "
-                "(receiver.max_receive_message_bytes)"
-            )
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:

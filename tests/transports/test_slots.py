@@ -1,0 +1,57 @@
+"""`receiver.max_concurrent_requests`: bodies are read only with a slot, across transports. A
+slow HTTP client that has sent its headers but not its body holds the only slot; a gRPC Export
+then waits unread, and gets the retryable answer (with RetryInfo) if no slot frees in time."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import grpc
+import pytest
+
+from otel_delta.pipeline.export import SLOT_WAIT_SECONDS
+from tests import corpus
+from tests.helpers import RunningBridge, make_settings, read_table
+
+pytestmark = pytest.mark.e2e
+
+
+def slow_http_request(port: int, body: bytes) -> socket.socket:
+    """Headers and half the body; the rest is sent by the caller, later."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    head = (
+        "POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/x-protobuf\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    sock.sendall(head + body[: len(body) // 2])
+    return sock
+
+
+def test_a_request_without_a_slot_waits_unread_then_gets_retry(tmp_path) -> None:
+    lake = tmp_path / "lake"
+    bridge = RunningBridge(make_settings(lake, receiver={"max_concurrent_requests": 1}))
+    try:
+        assert bridge.bridge.http is not None
+        body = corpus.trace_request().SerializeToString()
+        slow = slow_http_request(bridge.bridge.http.port, body)
+        time.sleep(0.5)  # the slow request holds the slot, waiting for the rest of its body
+        traces, _, _ = bridge.stubs(bridge.channel())
+        started = time.monotonic()
+        with pytest.raises(grpc.RpcError) as waited:
+            traces.Export(corpus.trace_request(), timeout=30)
+        assert waited.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "max_concurrent_requests" in waited.value.details()
+        assert time.monotonic() - started >= SLOT_WAIT_SECONDS * 0.9
+        trailers = dict(waited.value.trailing_metadata())
+        assert "google.rpc.retryinfo-bin" in trailers
+
+        # the slow client finishes: it is answered, and the slot serves the next Export at once
+        slow.sendall(body[len(body) // 2 :])
+        assert b"200 OK" in slow.recv(65536).split(b"\r\n")[0]
+        slow.close()
+        traces.Export(corpus.trace_request(), timeout=30)
+    finally:
+        bridge.stop()
+    assert read_table(lake, "spans").num_rows == 8
