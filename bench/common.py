@@ -253,7 +253,13 @@ class BridgeProcess:
             # `python -m` puts the working directory first on sys.path: run in the tree whose
             # otel_delta package is wanted
             cwd=source or REPO_ROOT,
-            env={**os.environ, "PYTHONPATH": str(source)} if source else None,
+            # every run its own WAL, also for a baseline tree whose config has no [wal] keys
+            # (an unknown variable is ignored; a shared ./otel-delta-wal would be replayed)
+            env={
+                **os.environ,
+                "OTEL_DELTA_WAL__DIR": str(workdir / "wal"),
+                **({"PYTHONPATH": str(source)} if source else {}),
+            },
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

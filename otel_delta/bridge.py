@@ -122,6 +122,7 @@ class Bridge:
             segment_bytes=settings.segment_bytes,
             max_bytes=settings.max_bytes,
             retry_after_seconds=self.settings.buffer.retry_after_seconds,
+            owner=self.engines.lakehouse.root,
         )
         wal.open()
         return wal
@@ -201,8 +202,9 @@ class Bridge:
         """Log what is in flight, then commit everything buffered."""
         assert self.buffer is not None
         if self.wal is not None:
-            await self.wal.close()
-        await self.buffer.close()
+            await self.wal.close(drain=self.buffer.close())
+        else:
+            await self.buffer.close()
 
     async def stop(self, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop accepting, commit what is buffered, answer the waiting requests."""

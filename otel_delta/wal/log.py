@@ -15,7 +15,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +38,7 @@ from otel_delta.wal.segments import (
 log = logging.getLogger(__name__)
 
 FIRST_POSITION = 1
+OWNER_FILE = "lakehouse"  # the table_path the records are for
 APP_ID_PREFIX = "otel-delta-wal-"
 
 
@@ -58,8 +59,10 @@ class WriteAheadLog:
         segment_bytes: int,
         max_bytes: int,
         retry_after_seconds: float = 1.0,
+        owner: str = "",
     ) -> None:
         self.directory = Path(directory).expanduser().resolve()
+        self.owner = owner  # the lakehouse (table_path) its records are for
         self.segment_bytes = segment_bytes
         self.max_bytes = max_bytes
         self.retry_after = retry_after_seconds
@@ -104,7 +107,16 @@ class WriteAheadLog:
         try:
             self._open()
         except OSError as exc:  # unwritable, full, not a directory: one line, at start
+            self._unlock()
             raise WalError(f"wal.dir: cannot use {self.directory}: {exc}") from None
+        except WalError:
+            self._unlock()
+            raise
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            unlock(self._lock_fd)
+            self._lock_fd = None
 
     def _open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -132,6 +144,7 @@ class WriteAheadLog:
                 )
         if self._segments:
             last_position = max(last_position, self._segments[-1].first_position - 1)
+        self._check_owner(holds_records=any(segment.size for segment in self._segments))
         self.next_position = last_position + 1
         if not self._segments:
             self._new_segment(self.next_position)
@@ -285,10 +298,42 @@ class WriteAheadLog:
         if removed:
             fsync_directory(self.directory)
 
+    def _empty(self) -> None:
+        """Every record is committed: one empty segment, named by the next position, remains."""
+        old = list(self._segments)
+        if old[-1].size or old[-1].first_position != self.next_position:
+            self._new_segment(self.next_position)
+        for segment in old:
+            if segment is not self._segments[-1]:
+                with contextlib.suppress(FileNotFoundError):
+                    segment.path.unlink()
+        self._segments = self._segments[-1:]
+        fsync_directory(self.directory)
+
+    def _check_owner(self, holds_records: bool) -> None:
+        """A log belongs to one lakehouse: replaying its records into another would store rows
+        there that the first one already holds (their transactions are only in the first)."""
+        if not self.owner:
+            return
+        owner_file = self.directory / OWNER_FILE
+        previous = owner_file.read_text().strip() if owner_file.exists() else ""
+        if previous and previous != self.owner and holds_records:
+            raise WalError(
+                f"wal.dir {self.directory} holds records for the lakehouse {previous}, not "
+                f"{self.owner}: start with that table_path once to commit them, or use "
+                "another wal.dir"
+            )
+        if previous != self.owner:
+            owner_file.write_text(self.owner + "\n")
+            fsync_directory(self.directory)
+
     # --- stop ---------------------------------------------------------------------------------
 
-    async def close(self) -> None:
-        """Answer what is queued, then stop (the records stay for the next start's replay)."""
+    async def close(self, drain: Awaitable[None] | None = None) -> None:
+        """Answer what is queued and stop appending; then await `drain` (the buffer committing
+        what it holds). Records not committed by then stay for the next start's replay; if
+        every record is committed, the log is left empty (its next position kept), so no
+        committed record is ever replayed — into this lakehouse or another one."""
         self._closing = True
         self._wake.set()
         if self._task is not None:
@@ -296,6 +341,8 @@ class WriteAheadLog:
         self._io.shutdown(wait=True)
         if self._file is not None:
             self._file.close()
-        if self._lock_fd is not None:
-            unlock(self._lock_fd)
-            self._lock_fd = None
+        if drain is not None:
+            await drain
+        if self._started and not self._outstanding and self._segments:
+            self._empty()
+        self._unlock()

@@ -130,3 +130,48 @@ def test_an_unusable_directory_is_one_clear_error(tmp_path: Path) -> None:
     blocker.write_text("not a directory")
     with pytest.raises(WalError, match=r"wal\.dir: cannot use .*file"):
         new_log(blocker / "wal")
+
+
+def test_a_clean_stop_with_everything_committed_leaves_no_record(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        wal = new_log(tmp_path, segment_bytes=200)
+        wal.start()
+        for _ in range(12):
+            await wal.append(1, bytes(80), None, commits=1)
+
+        async def commit_the_rest() -> None:  # what the buffer does while the bridge stops
+            wal.committed(list(range(1, 13)))
+
+        await wal.close(drain=commit_the_rest())
+
+    asyncio.run(scenario())
+    reopened = new_log(tmp_path)
+    assert list(reopened.replay()) == []  # nothing to replay, into any lakehouse
+    assert reopened.next_position == 13  # positions never repeat
+
+
+def test_a_log_with_records_belongs_to_its_lakehouse(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        wal = new_log(tmp_path, owner="/lake/a")  # type: ignore[arg-type]
+        wal.start()
+        await wal.append(1, b"rows", None, commits=1)  # never committed: stays
+        await wal.close()
+
+    asyncio.run(scenario())
+    with pytest.raises(WalError, match="holds records for the lakehouse /lake/a, not /lake/b"):
+        new_log(tmp_path, owner="/lake/b")  # type: ignore[arg-type]
+    again = new_log(tmp_path, owner="/lake/a")  # type: ignore[arg-type]
+    assert [r.payload for r in again.replay()] == [b"rows"]
+    again.expect(1, 1)
+
+    async def commit_and_stop() -> None:
+        again.start()
+
+        async def commit() -> None:
+            again.committed([1])
+
+        await again.close(drain=commit())
+
+    asyncio.run(commit_and_stop())
+    moved = new_log(tmp_path, owner="/lake/b")  # type: ignore[arg-type]
+    assert list(moved.replay()) == [] and moved.next_position == 2
