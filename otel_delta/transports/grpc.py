@@ -18,7 +18,7 @@ from grpc_health.v1.health import aio as health_aio
 
 from otel_delta.auth import BearerToken
 from otel_delta.config import ReceiverSettings
-from otel_delta.errors import InvalidRequestError, UnauthenticatedError
+from otel_delta.errors import UnauthenticatedError
 from otel_delta.net import bind
 from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
 from otel_delta.signals import SIGNALS, Signal
@@ -26,7 +26,7 @@ from otel_delta.status import retry_metadata, status_for
 from otel_delta.transports.observe import observe
 from otel_delta.transports.tls import grpc_credentials
 
-Handler = Callable[[object, grpc.aio.ServicerContext], Awaitable[Message]]
+Handler = Callable[[bytes, grpc.aio.ServicerContext], Awaitable[Message]]
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
@@ -41,15 +41,8 @@ def _authorization(context: grpc.aio.ServicerContext) -> str | None:
 def export_handler(
     signal: Signal, pipeline: ExportPipeline, token: BearerToken | None = None
 ) -> Handler:
-    async def export(requests: object, context: grpc.aio.ServicerContext) -> Message:
+    async def export(raw: bytes, context: grpc.aio.ServicerContext) -> Message:
         started = time.monotonic()
-
-        async def receive() -> bytes:
-            message = await context.read()
-            if not isinstance(message, bytes):  # grpc.aio.EOF: the client sent no message
-                raise InvalidRequestError(f"{signal.grpc_service}/Export without a request")
-            return message
-
         outcome: Outcome
         try:
             if token is not None:
@@ -57,7 +50,7 @@ def export_handler(
         except UnauthenticatedError as exc:
             outcome = Rejected(exc, str(exc))
         else:
-            outcome = await pipeline.export(signal, receive)
+            outcome = await pipeline.export(signal, raw)
         observe("grpc", signal, outcome, started)
         if isinstance(outcome, Accepted):
             return signal.response_for(outcome.rejected, outcome.error_message)
@@ -81,9 +74,7 @@ def generic_handlers(
         grpc.method_handlers_generic_handler(
             signal.grpc_service,
             {
-                # a unary RPC on the wire; served as client-streaming so that the handler runs
-                # before the request is read: it reads it once the pipeline has a slot for it
-                "Export": grpc.stream_unary_rpc_method_handler(
+                "Export": grpc.unary_unary_rpc_method_handler(
                     export_handler(signal, pipeline, token),
                     request_deserializer=None,  # the pipeline decodes: bad bytes → INVALID_ARGUMENT
                     response_serializer=signal.response.SerializeToString,

@@ -1,6 +1,7 @@
-"""`receiver.max_concurrent_requests`: bodies are read only with a slot, across transports. A
-slow HTTP client that has sent its headers but not its body holds the only slot; a gRPC Export
-then waits unread, and gets the retryable answer (with RetryInfo) if no slot frees in time."""
+"""`receiver.max_concurrent_requests`: requests are received (HTTP) and converted with a slot,
+across transports. A slow HTTP client that has sent its headers but not its body holds the only
+slot; a gRPC Export then waits, and gets the retryable answer (with RetryInfo) if no slot frees
+in time."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def slow_http_request(port: int, body: bytes) -> socket.socket:
     return sock
 
 
-def test_a_request_without_a_slot_waits_unread_then_gets_retry(tmp_path) -> None:
+def test_a_request_without_a_slot_waits_then_gets_retry(tmp_path) -> None:
     lake = tmp_path / "lake"
     bridge = RunningBridge(make_settings(lake, receiver={"max_concurrent_requests": 1}))
     try:
