@@ -2,6 +2,26 @@
 
 from __future__ import annotations
 
+import re
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+MAX_CAUSE_CHARS = 600
+
+
+def describe(error: BaseException) -> str:
+    """A library error as one plain line for our messages: terminal colour codes removed (they
+    reached gRPC status details), lines joined, and the causes behind a generic message (e.g.
+    delta-rs's "Generic S3 error") kept instead of dropped."""
+    parts: list[str] = []
+    seen: BaseException | None = error
+    while seen is not None and len(parts) < 4:
+        text = " ".join(_ANSI.sub("", str(seen)).split())
+        if text and text not in parts:
+            parts.append(text)
+        seen = seen.__cause__ or seen.__context__
+    joined = ": ".join(parts) or type(error).__name__
+    return joined if len(joined) <= MAX_CAUSE_CHARS else joined[: MAX_CAUSE_CHARS - 1] + "…"
+
 
 class OtelDeltaError(Exception):
     """Base class of every error otel-delta raises on purpose."""

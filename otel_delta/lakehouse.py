@@ -18,7 +18,13 @@ from deltalake import CommitProperties, DeltaTable, Transaction, WriterPropertie
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
 from otel_delta.config import Settings, SparkSettings
-from otel_delta.errors import CommitError, ConfigError, TableNotFoundError
+from otel_delta.errors import (
+    CommitError,
+    ConfigError,
+    OtelDeltaError,
+    TableNotFoundError,
+    describe,
+)
 from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES
 from otel_delta.tables.schemas import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 
@@ -75,10 +81,19 @@ class Lakehouse:
         return "://" not in self.root or self.root.startswith("file://")
 
     def check_writable(self) -> None:
-        """A local root is created if absent and written to once, so a bridge that could never
-        commit refuses to start with one line instead of answering UNAVAILABLE forever. (An
-        object store answers at the first commit.)"""
+        """A bridge that could never commit refuses to start with one line instead of answering
+        UNAVAILABLE forever: a local root is created if absent and written to once; on an
+        object store the spans table is opened or created (a missing bucket, bad credentials
+        or an unreachable endpoint show here, with their cause)."""
         if not self.is_local:
+            try:
+                self.create_table("spans")
+            except OtelDeltaError:
+                raise
+            except Exception as exc:
+                raise ConfigError(
+                    f"deltalake.table_path: cannot use {self.root}: {describe(exc)}"
+                ) from None
             return
         root = Path(self.root.removeprefix("file://"))
         probe = root / f".otel-delta-probe-{os.getpid()}"

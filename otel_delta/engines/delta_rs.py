@@ -12,7 +12,7 @@ from deltalake import DeltaTable, PostCommitHookProperties, Transaction, write_d
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from otel_delta.engines.base import rows_rejected
-from otel_delta.errors import CommitError, RowsRejectedError
+from otel_delta.errors import CommitError, RowsRejectedError, describe
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
@@ -79,7 +79,7 @@ class DeltaRsEngine:
                 retry_on=(CommitFailedError, DeltaError, OSError),
                 what=f"commit to {table_name}",
                 give_up=lambda exc, n: CommitError(
-                    f"commit to {table_name} failed after {n} attempts: {exc}"
+                    f"commit to {table_name} failed after {n} attempts: {describe(exc)}"
                 ),
             )
 
@@ -95,7 +95,7 @@ class DeltaRsEngine:
         except Exception as exc:
             self._tables.pop(table_name, None)  # reload the log before the next attempt
             if rows_rejected(exc):  # not retried: these rows can never commit
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                first = describe(exc).split(" Preview of invalid data")[0]
                 raise RowsRejectedError(f"{table_name} refused the rows: {first}") from exc
             raise
 
