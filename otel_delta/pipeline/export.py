@@ -88,6 +88,9 @@ class ExportPipeline:
         except OtelDeltaError as exc:
             self.slots.release()
             return Rejected(exc, str(exc))
+        except BaseException:  # the client went away mid-body (or the task was cancelled)
+            self.slots.release()
+            raise
         return await self._export(signal, raw)
 
     async def _export(self, signal: Signal, raw: bytes) -> Outcome:

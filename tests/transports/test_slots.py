@@ -56,3 +56,23 @@ def test_a_request_without_a_slot_waits_then_gets_retry(tmp_path) -> None:
     finally:
         bridge.stop()
     assert read_table(lake, "spans").num_rows == 8
+
+
+def test_clients_that_hang_up_mid_body_give_their_slot_back(tmp_path) -> None:
+    lake = tmp_path / "lake"
+    bridge = RunningBridge(make_settings(lake, receiver={"max_concurrent_requests": 1}))
+    try:
+        assert bridge.bridge.http is not None
+        body = corpus.trace_request().SerializeToString()
+        for _ in range(3):  # each takes the only slot, then goes away
+            slow = slow_http_request(bridge.bridge.http.port, body)
+            time.sleep(0.3)
+            slow.close()
+        time.sleep(0.5)
+        traces, _, _ = bridge.stubs(bridge.channel())
+        started = time.monotonic()
+        traces.Export(corpus.trace_request(), timeout=30)
+        assert time.monotonic() - started < SLOT_WAIT_SECONDS  # no wait for a lost slot
+    finally:
+        bridge.stop()
+    assert read_table(lake, "spans").num_rows == 4
