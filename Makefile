@@ -12,8 +12,11 @@ NATIVE_SRC := $(wildcard native/src/*.rs) $(addprefix native/,Cargo.toml Cargo.l
 JARS := jars/delta-spark_2.13-$(DELTA_VERSION).jar jars/delta-storage-$(DELTA_VERSION).jar
 LOGSTORE_JAR := jars/otel-delta-logstore-0.1.0.jar
 JARS += $(LOGSTORE_JAR)
+S3A_JARS := jars/s3a/.copied
+JARS += $(S3A_JARS)
 
 .PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native collector
+.PHONY: s3-server
 
 # gRPC code of our own protos/ (ConnectorService), generated, never committed
 PROTOS := $(wildcard protos/*/*/*.proto)
@@ -33,6 +36,14 @@ $(PROTO_STAMP): $(PROTOS) $(STAMP)
 
 # Delta's jars for Spark, fetched once from Maven Central; Spark then starts offline.
 jars: $(JARS)
+
+# Spark's S3A for s3:// tables: hadoop-aws and the AWS SDK parts it needs (spark/s3a/pom.xml),
+# without what pyspark already ships.
+$(S3A_JARS): spark/s3a/pom.xml
+	rm -rf jars/s3a
+	mvn -q -f spark/s3a/pom.xml dependency:copy-dependencies -DoutputDirectory=$(abspath jars/s3a) \
+		-DexcludeGroupIds=io.netty,org.slf4j,commons-logging,commons-codec,org.apache.httpcomponents
+	touch $@
 
 # Our put-if-absent Delta LogStore for Spark (spark/logstore; see README "Commit safety").
 $(LOGSTORE_JAR): spark/logstore/pom.xml $(shell find spark/logstore/src -name '*.java')
@@ -93,6 +104,17 @@ $(TELEMETRYGEN):
 		github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@v$(OTELCOL_VERSION); \
 	mkdir -p $(@D); mv $$tmp/telemetrygen $@
 
+# versitygw, an S3-compatible server (its posix backend: each folder is a bucket), for the tests of
+# the bridge on S3 (tests/s3/); from the Go module proxy into the same cache, in the same way.
+VERSITYGW_VERSION := 1.8.0
+VERSITYGW := $(TOOLS_CACHE)/versitygw-$(VERSITYGW_VERSION)/versitygw
+
+s3-server: $(VERSITYGW)
+
+$(VERSITYGW):
+	$(TOOLS_TMP); GOBIN=$$tmp go install github.com/versity/versitygw/cmd/versitygw@v$(VERSITYGW_VERSION); \
+	mkdir -p $(@D); mv $$tmp/versitygw $@
+
 run: setup
 	$(VENV)/bin/otel-delta serve --config deltalake.toml
 
@@ -100,7 +122,7 @@ lint: setup
 	$(VENV)/bin/ruff check otel_delta tests bench
 	$(VENV)/bin/ruff format --check otel_delta tests bench
 
-test: lint $(OTELCOL) $(TELEMETRYGEN)
+test: lint $(OTELCOL) $(TELEMETRYGEN) $(VERSITYGW)
 	$(VENV)/bin/pytest
 
 quick: setup

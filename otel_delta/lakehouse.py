@@ -32,6 +32,33 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+# delta-rs object-store options (case-insensitive; with or without the AWS_ prefix) → S3A
+S3A_OPTIONS = {
+    "endpoint_url": "fs.s3a.endpoint",
+    "endpoint": "fs.s3a.endpoint",
+    "access_key_id": "fs.s3a.access.key",
+    "secret_access_key": "fs.s3a.secret.key",
+    "session_token": "fs.s3a.session.token",
+    "region": "fs.s3a.endpoint.region",
+}
+
+
+def s3a_conf(options: dict[str, str]) -> dict[str, str]:
+    """Spark settings that point S3A where delta-rs goes, with the same credentials."""
+    conf: dict[str, str] = {}
+    for key, value in options.items():
+        name = key.lower().removeprefix("aws_")
+        if name in S3A_OPTIONS:
+            conf[f"spark.hadoop.{S3A_OPTIONS[name]}"] = value
+        elif name == "allow_http" and value.lower() == "true":
+            conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "false"
+        elif name == "virtual_hosted_style_request":
+            conf["spark.hadoop.fs.s3a.path.style.access"] = str(value.lower() != "true").lower()
+    if "spark.hadoop.fs.s3a.endpoint" in conf:  # S3-compatible stores: path-style by default
+        conf.setdefault("spark.hadoop.fs.s3a.path.style.access", "true")
+    return conf
+
+
 def table_uri(root: str, name: str) -> str:
     return f"{root.rstrip('/')}/{name}"
 
@@ -184,7 +211,9 @@ class Lakehouse:
     # --- Spark -----------------------------------------------------------------------------
 
     def spark_session(self, **overrides: Any) -> SparkSession:
-        """A SparkSession for these tables (`[spark]` settings; Delta jars from ./jars)."""
+        """A SparkSession for these tables (`[spark]` settings; Delta jars from ./jars), with
+        S3A set from the same storage options delta-rs uses (`spark.conf` still wins)."""
         from otel_delta.spark.session import spark_session
 
-        return spark_session(self.spark, **overrides)
+        conf = {**s3a_conf(self.storage_options), **overrides.pop("conf", {})}
+        return spark_session(self.spark, conf=conf, **overrides)

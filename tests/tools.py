@@ -45,3 +45,16 @@ def otelcol_binary() -> Path:
 
 def telemetrygen_binary() -> Path:
     return _existing(tools_cache() / f"telemetrygen-{_version()}" / "telemetrygen")
+
+
+def versitygw_binary() -> Path:
+    """versitygw, the S3-compatible server of the tests on S3 (tests/s3.py), that `make s3-server`
+    builds (make test does) at the Makefile's path, named by VERSITYGW_VERSION. Missing: an error
+    naming the target, never a skip."""
+    found = re.search(r"^VERSITYGW_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    if found is None:
+        raise RuntimeError("no `VERSITYGW_VERSION := ...` line in the Makefile")
+    path = tools_cache() / f"versitygw-{found[1]}" / "versitygw"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run `make s3-server` (make test does)")
+    return path

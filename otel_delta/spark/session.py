@@ -17,6 +17,9 @@ DELTA_VERSION = "4.0.1"  # pairs with pyspark 4.0.x only
 # our put-if-absent commit store for file:// tables (spark/logstore/pom.xml; README: commit safety)
 LOGSTORE_JAR = "otel-delta-logstore-0.1.0.jar"
 LOGSTORE_CLASS = "io.oteldelta.storage.LocalPutIfAbsentLogStore"
+# ... and for s3:// / s3a:// tables, by S3 conditional PUT, like delta-rs's
+S3_LOGSTORE_CLASS = "io.oteldelta.storage.S3PutIfAbsentLogStore"
+S3A_JAR_DIR = "s3a"  # hadoop-aws and the AWS SDK (spark/s3a/pom.xml), under the jar directory
 DELTA_JARS = (
     f"delta-spark_2.13-{DELTA_VERSION}.jar",
     f"delta-storage-{DELTA_VERSION}.jar",
@@ -32,12 +35,15 @@ class SparkSetupError(OtelDeltaError):
 def delta_jars(jar_dir: Path | None = None) -> list[Path]:
     directory = Path(os.environ.get("OTEL_DELTA_JARS", jar_dir or DEFAULT_JAR_DIR))
     paths = [directory / name for name in DELTA_JARS]
+    s3a = sorted((directory / S3A_JAR_DIR).glob("*.jar"))
     missing = [p.name for p in paths if not p.is_file()]
+    if not any(p.name.startswith("hadoop-aws-") for p in s3a):
+        missing.append(f"{S3A_JAR_DIR}/hadoop-aws-*.jar")
     if missing:
         raise SparkSetupError(
             f"Spark jar(s) {', '.join(missing)} not found in {directory}: run `make jars`"
         )
-    return paths
+    return paths + s3a
 
 
 def spark_session(
@@ -80,6 +86,10 @@ def spark_session(
         # commits to local tables are put-if-absent, like delta-rs's, so neither engine can
         # replace the other's commit (the default store's check-then-rename can)
         .config("spark.delta.logStore.file.impl", LOGSTORE_CLASS)
+        # s3:// is S3A too (delta-rs's URLs work as they are), with put-if-absent commits
+        .config("spark.hadoop.fs.s3.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")
+        .config("spark.delta.logStore.s3.impl", S3_LOGSTORE_CLASS)
+        .config("spark.delta.logStore.s3a.impl", S3_LOGSTORE_CLASS)
     )
     for key, value in {**settings.conf, **(conf or {})}.items():
         builder = builder.config(key, value)
