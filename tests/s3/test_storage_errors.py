@@ -1,0 +1,79 @@
+"""On S3, what cannot work is refused at start with one line (a missing bucket, wrong keys);
+and `otel-delta backfill` with the default engine (Spark, through S3A) loads an S3 lakehouse."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from tests import corpus
+from tests.helpers import LOOPBACK
+from tests.s3 import S3Server
+from tests.transports.test_http import otlp_json
+
+pytestmark = pytest.mark.e2e
+
+
+def serve(config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def config_for(tmp_path: Path, s3: S3Server, table_path: str, options: dict[str, str]) -> Path:
+    lines = "\n".join(f'{key} = "{value}"' for key, value in options.items())
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'{LOOPBACK}[deltalake]\ntable_path = "{table_path}"\n'
+        f"[deltalake.storage.options]\n{lines}\n"
+        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    return config
+
+
+@pytest.mark.parametrize("problem", ["missing bucket", "wrong secret key"])
+def test_serve_refuses_an_unusable_s3_lakehouse_with_one_line(tmp_path, s3, problem) -> None:
+    options = s3.storage_options()
+    table_path = s3.url("lake")
+    if problem == "missing bucket":
+        table_path = "s3://no-such-bucket-here/lake"
+    else:
+        options["AWS_SECRET_ACCESS_KEY"] = "not-the-secret"
+    done = serve(config_for(tmp_path, s3, table_path, options))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("otel-delta: "), done.stderr
+    assert "deltalake.table_path" in lines[0] and table_path in lines[0]
+    assert "Traceback" not in done.stderr and "\x1b[" not in done.stderr
+
+
+def test_backfill_with_the_default_engine_loads_an_s3_lakehouse(tmp_path, s3) -> None:
+    exported = tmp_path / "traces.json"
+    exported.write_bytes(otlp_json(corpus.trace_request()) + b"\n")
+    config = config_for(tmp_path, s3, s3.url("lake"), s3.storage_options())
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "otel_delta.cli",
+            "backfill",
+            str(exported),
+            "--config",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    spans = DeltaTable(s3.url("lake", "spans"), storage_options=s3.storage_options())
+    assert spans.to_pyarrow_table().num_rows == 4
+    operations = [entry.get("engineInfo", "") for entry in spans.history()]
+    assert any("Spark" in info or "Apache-Spark" in info for info in operations), operations
