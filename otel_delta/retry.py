@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from otel_delta.errors import describe
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -36,7 +38,7 @@ def retrying(
         except retry_on as exc:
             if attempt == attempts:
                 raise give_up(exc, attempt) from exc
-            log.warning("%s failed (attempt %d of %d): %s", what, attempt, attempts, exc)
+            log.warning("%s failed (attempt %d of %d): %s", what, attempt, attempts, describe(exc))
             if before_retry is not None:
                 before_retry()
             time.sleep(base_delay * 2**attempt)

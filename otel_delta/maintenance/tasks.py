@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from otel_delta.errors import describe
 from otel_delta.metrics import MAINTENANCE_RUNS, MAINTENANCE_SECONDS
 
 if TYPE_CHECKING:
@@ -62,8 +63,8 @@ def _step(report: TableReport, name: str, action: Callable[[], None]) -> None:
         action()
     except Exception as exc:  # any failure is logged and retried next round, never raised
         outcome = "failed"
-        report.errors.append(f"{name}: {exc}")
-        log.warning("maintenance of %s: %s failed: %s", report.table, name, exc)
+        report.errors.append(f"{name}: {describe(exc)}")
+        log.warning("maintenance of %s: %s failed: %s", report.table, name, describe(exc))
     MAINTENANCE_RUNS.labels(name, outcome).inc()
     MAINTENANCE_SECONDS.labels(name).observe(time.monotonic() - started)
 

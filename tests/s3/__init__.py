@@ -44,6 +44,7 @@ class S3Server:
     root: Path  # the served folder: root / bucket / key is the object `key`
     log: Path  # the server's stdout and stderr
     region: str = REGION
+    gateway: _Gateway | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def url(self, *parts: str) -> str:
         """s3://bucket/part/part, e.g. a table path."""
@@ -71,6 +72,17 @@ class S3Server:
         name = name or f"b-{uuid.uuid4().hex[:12]}"
         (self.root / name).mkdir()
         return dataclasses.replace(self, bucket=name)
+
+    @contextmanager
+    def down(self) -> Iterator[None]:
+        """An outage: the server stopped for the block (connections refused), then started again
+        on the same port with the same data. It stops every bucket of this server."""
+        assert self.gateway is not None
+        self.gateway.stop()
+        try:
+            yield
+        finally:
+            self.gateway.start()
 
     def objects(self, *parts: str) -> list[str]:
         """Keys of the objects under bucket/part/part, read from the served folder."""
@@ -100,56 +112,73 @@ def _answers(port: int) -> bool:
         connection.close()
 
 
-def _start(
-    binary: Path, root: Path, log: Path, access_key: str, secret_key: str
-) -> tuple[subprocess.Popen, int]:
-    """versitygw on a free port; a port taken between our probe and its bind: try another."""
-    for _ in range(3):
-        port = _free_port()
-        listen = ["--port", f"127.0.0.1:{port}", "--quiet", "--keep-alive"]
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [str(binary), *listen, "posix", str(root)],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "ROOT_ACCESS_KEY": access_key, "ROOT_SECRET_KEY": secret_key},
-            )
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline and proc.poll() is None:
-            if _answers(port):
-                return proc, port
-            time.sleep(0.05)
-        if proc.poll() is None:  # running, but never answered
-            proc.kill()
-            proc.wait()
-            break
-    raise RuntimeError(f"versitygw did not start:\n{log.read_text(errors='replace')}")
+class _Gateway:
+    """The versitygw process behind an S3Server: started on a free port, and stopped and
+    started again on the same one for an outage."""
+
+    def __init__(self, root: Path, log: Path, access_key: str, secret_key: str) -> None:
+        self.binary = versitygw_binary()  # FileNotFoundError naming `make s3-server`
+        self.root, self.log = root, log
+        self.env = {**os.environ, "ROOT_ACCESS_KEY": access_key, "ROOT_SECRET_KEY": secret_key}
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+
+    def start(self) -> None:
+        """On the port it had, or on a free one; a free port taken between our probe and its
+        bind: another."""
+        for _ in range(1 if self.port else 3):
+            port = self.port or _free_port()
+            listen = ["--port", f"127.0.0.1:{port}", "--quiet", "--keep-alive"]
+            with self.log.open("ab") as out:
+                proc = subprocess.Popen(
+                    [str(self.binary), *listen, "posix", str(self.root)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                )
+            deadline = time.monotonic() + START_TIMEOUT
+            while time.monotonic() < deadline and proc.poll() is None:
+                if _answers(port):
+                    self.proc, self.port = proc, port
+                    return
+                time.sleep(0.05)
+            if proc.poll() is None:  # running, but never answered
+                proc.kill()
+                proc.wait()
+                break
+        raise RuntimeError(f"versitygw did not start:\n{self.log.read_text(errors='replace')}")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
 
 
 @contextmanager
 def versitygw(directory: Path, bucket: str = "lake") -> Iterator[S3Server]:
     """versitygw serving `directory`/data (created, with an empty bucket `bucket`) on
     127.0.0.1 until the block ends; its log is `directory`/versitygw.log."""
-    binary = versitygw_binary()  # FileNotFoundError naming `make s3-server` if it is missing
     root = directory / "data"
     (root / bucket).mkdir(parents=True)
-    log = directory / "versitygw.log"
     access_key, secret_key = "otel-delta-test", uuid.uuid4().hex
-    proc, port = _start(binary, root, log, access_key, secret_key)
+    gateway = _Gateway(root, directory / "versitygw.log", access_key, secret_key)
+    gateway.start()
     try:
         yield S3Server(
-            endpoint=f"http://127.0.0.1:{port}",
+            endpoint=f"http://127.0.0.1:{gateway.port}",
             bucket=bucket,
             access_key=access_key,
             secret_key=secret_key,
             root=root,
-            log=log,
+            log=gateway.log,
+            gateway=gateway,
         )
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        gateway.stop()

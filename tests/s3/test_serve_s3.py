@@ -1,0 +1,358 @@
+"""The bridge as users start it (`otel-delta serve --config FILE`), its lake on S3 (versitygw):
+every signal over both transports lands in the S3 tables; kill -9 under load and two bridges on
+one lake store every acknowledged span exactly once, and so does an S3 outage; the table commands
+work on the S3 lake."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pyarrow as pa
+import pytest
+import requests
+from deltalake import DeltaTable
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+from otel_delta.convert.to_otlp import logs_from_arrow, metrics_from_arrow, spans_from_arrow
+from otel_delta.tables import TABLES
+from tests import corpus
+from tests.helpers import LOOPBACK, ServeProcess
+from tests.s3 import S3Server, versitygw
+from tests.test_cli import one_span_request
+from tests.transports.test_end_to_end import logs_by_event, spans_by_id
+from tests.wal.test_crash import SPANS_PER_REQUEST, load, replayed, request
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+# rows of each table that one corpus request of each signal makes
+CORPUS_ROWS = {
+    "spans": 4,
+    "logs": 14,
+    "metrics_gauge": 3,
+    "metrics_sum": 2,
+    "metrics_histogram": 2,
+    "metrics_exponential_histogram": 2,
+    "metrics_summary": 2,
+}
+LAKE = "lake"
+
+
+def write_config(
+    tmp_path: Path,
+    s3: S3Server,
+    name: str = "deltalake.toml",
+    wal: str = "wal",
+    buffer_lines: str = "",
+    wal_lines: str = "",
+) -> Path:
+    """A deltalake.toml with its lake at s3://bucket/lake, its WAL in tmp_path / wal."""
+    config = tmp_path / name
+    config.write_text(
+        LOOPBACK
+        + "[buffer]\nflush_interval_seconds = 0.5\n"
+        + buffer_lines
+        + f'[wal]\ndir = "{tmp_path / wal}"\n'
+        + wal_lines
+        + f'[deltalake]\ntable_path = "{s3.url(LAKE)}"\n'
+        + "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
+        + '[deltalake.operations]\nengine = "delta-rs"\n'
+        + s3.toml()
+    )
+    return config
+
+
+def table(s3: S3Server, name: str) -> DeltaTable:
+    return DeltaTable(s3.url(LAKE, name), storage_options=s3.storage_options())
+
+
+def read(s3: S3Server, name: str) -> pa.Table:
+    return table(s3, name).to_pyarrow_table()
+
+
+def rows(s3: S3Server) -> dict[str, int]:
+    """Rows of each table that exists on S3 so far."""
+    options = s3.storage_options()
+    return {
+        name: read(s3, name).num_rows
+        for name in TABLES
+        if DeltaTable.is_deltatable(s3.url(LAKE, name), storage_options=options)
+    }
+
+
+def wait_for(what, expected, timeout: float = 60.0):
+    """Poll `what()` until it returns `expected` (rows land one flush after the ack)."""
+    deadline = time.monotonic() + timeout
+    while (found := what()) != expected and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return found
+
+
+def metric(server: ServeProcess, name: str, table_name: str) -> float:
+    """A per-table counter of the bridge's /metrics (0 if it has no sample yet)."""
+    text = requests.get(f"http://127.0.0.1:{server.admin_port}/metrics", timeout=30).text
+    pattern = rf'^{name}_total\{{table="{table_name}"\}} (\S+)$'
+    found = re.search(pattern, text, re.M)
+    return float(found[1]) if found else 0.0
+
+
+def send_grpc(server: ServeProcess) -> None:
+    channel = grpc.insecure_channel(server.endpoint)
+    answers = [
+        trace_service_pb2_grpc.TraceServiceStub(channel).Export(corpus.trace_request(), timeout=30),
+        metrics_service_pb2_grpc.MetricsServiceStub(channel).Export(
+            corpus.metrics_request(), timeout=30
+        ),
+        logs_service_pb2_grpc.LogsServiceStub(channel).Export(corpus.logs_request(), timeout=30),
+    ]
+    assert not any(answer.HasField("partial_success") for answer in answers), answers
+    channel.close()
+
+
+def send_http(server: ServeProcess) -> None:
+    assert server.http_port, "serve did not report its OTLP/HTTP port"
+    for path, message, response_type in (
+        ("/v1/traces", corpus.trace_request(), trace_service_pb2.ExportTraceServiceResponse),
+        ("/v1/metrics", corpus.metrics_request(), metrics_service_pb2.ExportMetricsServiceResponse),
+        ("/v1/logs", corpus.logs_request(), logs_service_pb2.ExportLogsServiceResponse),
+    ):
+        answer = requests.post(
+            f"http://127.0.0.1:{server.http_port}{path}",
+            data=message.SerializeToString(),
+            headers=PROTOBUF,
+            timeout=30,
+        )
+        assert answer.status_code == 200, (path, answer.status_code, answer.content)
+        assert not response_type.FromString(answer.content).HasField("partial_success")
+
+
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_every_signal_lands_in_the_s3_tables(tmp_path: Path, s3: S3Server, transport: str):
+    server = ServeProcess(write_config(tmp_path, s3))
+    try:
+        (send_grpc if transport == "grpc" else send_http)(server)
+        # acknowledged once in the WAL: the rows reach S3 at the next flush, while it runs
+        assert wait_for(lambda: rows(s3), CORPUS_ROWS) == CORPUS_ROWS
+        for name in TABLES:
+            assert metric(server, "otel_delta_commits", name) >= 1, name
+            assert metric(server, "otel_delta_commit_failures", name) == 0, name
+    finally:
+        code = server.stop()
+    assert code == 0, "".join(server.lines)
+
+    # after a clean stop: the same rows, once each, every field as sent
+    assert rows(s3) == CORPUS_ROWS
+    spans = read(s3, "spans")
+    assert len(set(spans.column("span_id").to_pylist())) == spans.num_rows
+    assert spans_by_id(spans_from_arrow(spans)) == spans_by_id(corpus.trace_request())
+    metric_tables = {n: read(s3, n) for n in TABLES if n.startswith("metrics_")}
+    assert metrics_from_arrow(metric_tables) == corpus.metrics_request()
+    assert logs_by_event(logs_from_arrow(read(s3, "logs"))) == logs_by_event(corpus.logs_request())
+    for name in TABLES:  # stored as Delta tables in the bucket, not anywhere else
+        keys = s3.objects(LAKE, name)
+        assert f"{LAKE}/{name}/_delta_log/00000000000000000000.json" in keys, keys
+        assert any(key.endswith(".parquet") for key in keys), keys
+    assert not (tmp_path / "lakehouse").exists()
+
+
+def test_kill_9_under_load_loses_no_acked_span_and_stores_none_twice(tmp_path: Path, s3: S3Server):
+    """tests/wal/test_crash.py, smaller, on S3: kill -9 while commits to S3 are in flight,
+    restart on the same WAL, repeat; then a clean restart replays the rest."""
+    # short flushes, small commits and segments: commits to S3 are in flight at every kill
+    config = write_config(
+        tmp_path, s3, buffer_lines="max_rows = 400\n", wal_lines="segment_bytes = 65536\n"
+    )
+    rng = random.Random(20261124)
+    acked: list[str] = []
+    sent: list[str] = []
+    replays = 0
+    for round_ in range(2):
+        server = ServeProcess(config)
+        stop = threading.Event()
+        clients = [
+            threading.Thread(target=load, args=(server.endpoint, round_ * 3 + c, stop, acked, sent))
+            for c in range(3)
+        ]
+        for client in clients:
+            client.start()
+        time.sleep(rng.uniform(1.5, 3.0))
+        server.kill9()
+        stop.set()
+        for client in clients:
+            client.join(30)
+        replays += replayed(server.lines)
+    final = ServeProcess(config)
+    assert final.stop() == 0, "".join(final.lines)
+    replays += replayed(final.lines)
+
+    assert len(acked) > 500, "too little load to mean anything"
+    assert replays > 0, "no restart found anything to replay: the kills came too late"
+    stored = read(s3, "spans").column("span_id").to_pylist()
+    assert len(stored) == len(set(stored)), f"{len(stored) - len(set(stored))} span(s) twice"
+    assert set(acked) <= set(stored), f"{len(set(acked) - set(stored))} acked span(s) lost"
+    assert set(stored) <= set(sent)
+
+
+def test_two_bridges_on_one_s3_lake_store_every_acked_span_once(tmp_path: Path, s3: S3Server):
+    servers = [
+        # small commits (max_rows): each bridge commits back to back, so they race for versions
+        ServeProcess(
+            write_config(
+                tmp_path, s3, f"bridge{i}.toml", wal=f"wal{i}", buffer_lines="max_rows = 200\n"
+            )
+        )
+        for i in range(2)
+    ]
+    acked: list[str] = []
+    sent: list[str] = []
+    stop = threading.Event()
+    try:
+        clients = [
+            threading.Thread(target=load, args=(servers[c % 2].endpoint, c, stop, acked, sent))
+            for c in range(4)
+        ]
+        for client in clients:
+            client.start()
+        time.sleep(5)
+        stop.set()
+        for client in clients:
+            client.join(30)
+        # both bridges committed to the one spans table, several times each, without a failure
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(
+            metric(s, "otel_delta_commits", "spans") < 2 for s in servers
+        ):
+            time.sleep(0.25)
+        for server in servers:
+            assert metric(server, "otel_delta_commits", "spans") >= 2
+            assert metric(server, "otel_delta_commit_failures", "spans") == 0
+    finally:
+        codes = [server.stop() for server in servers]
+    assert codes == [0, 0], "".join(servers[0].lines + servers[1].lines)
+
+    assert len(acked) > 500, "too little load to mean anything"
+    stored = read(s3, "spans").column("span_id").to_pylist()
+    assert len(stored) == len(set(stored)), f"{len(stored) - len(set(stored))} span(s) twice"
+    assert set(acked) <= set(stored), f"{len(set(acked) - set(stored))} acked span(s) lost"
+    assert set(stored) <= set(sent)
+    # the two bridges did race for versions: some commit was rebased onto a newer one
+    retries = sum(
+        c.get("operationMetrics", {}).get("num_retries", 0) for c in table(s3, "spans").history()
+    )
+    assert retries > 0, "the two bridges never raced for a version: the test proves nothing"
+
+
+def ready(server: ServeProcess) -> int:
+    return requests.get(f"http://127.0.0.1:{server.admin_port}/readyz", timeout=30).status_code
+
+
+def test_an_s3_outage_delays_commits_and_loses_no_acked_span(tmp_path: Path):
+    """S3 refusing connections for a while: Exports are still acknowledged (WAL), commits fail
+    and are retried, /readyz turns 503, and once S3 is back every acked span lands, once; the
+    failures are logged as plain one-line records."""
+    with versitygw(tmp_path / "s3") as s3:  # its own server: the session's is not stopped
+        config = write_config(tmp_path, s3)
+        server = ServeProcess(config, env={"OTEL_DELTA_ADMIN__COMMIT_FAILURE_SECONDS": "1"})
+        stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
+        acked: list[str] = []
+
+        def send(count: int) -> None:
+            for _ in range(count):
+                first = (len(acked) // SPANS_PER_REQUEST + 1) * SPANS_PER_REQUEST
+                stub.Export(request(first), timeout=30)  # acknowledged: fsync'd in the WAL
+                acked.extend(f"{first + k + 1:016x}" for k in range(SPANS_PER_REQUEST))
+
+        try:
+            send(5)
+            assert wait_for(lambda: read(s3, "spans").num_rows, len(acked)) == len(acked)
+            with s3.down():
+                send(10)
+                assert wait_for(
+                    lambda: metric(server, "otel_delta_commit_failures", "spans") > 0, True
+                )
+                assert wait_for(lambda: ready(server), 503) == 503
+                send(5)
+            assert wait_for(lambda: read(s3, "spans").num_rows, len(acked)) == len(acked)
+            assert wait_for(lambda: ready(server), 200) == 200
+        finally:
+            code = server.stop()
+        assert code == 0, "".join(server.lines)
+        stored = read(s3, "spans").column("span_id").to_pylist()
+    assert sorted(stored) == sorted(acked)  # every acked span, once
+    failures = [line for line in server.lines if "commit to spans failed" in line]
+    assert failures, "".join(server.lines)
+    colours = [line for line in server.lines if "\x1b[" in line]
+    assert not colours, f"terminal colour codes in the log (stderr is no terminal): {colours[:2]!r}"
+    continued = [line for line in server.lines if not re.match(r"\d{4}-\d\d-\d\d ", line)]
+    assert not continued, f"log records over several lines: {continued[:3]!r}"
+
+
+def cli(config: Path, *argv: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", *argv, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert result.returncode == 0, (argv, result.returncode, result.stdout, result.stderr)
+    return result
+
+
+def json_lines(result: subprocess.CompletedProcess) -> list[dict]:
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_table_commands_on_the_s3_lake(tmp_path: Path, s3: S3Server):
+    config = write_config(tmp_path, s3)
+    server = ServeProcess(config)
+    try:
+        send_grpc(server)
+        stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
+        for i in range(1, 4):  # more commits, and more files in the one partition
+            stub.Export(one_span_request(i), timeout=30)
+            wait_for(lambda i=i: read(s3, "spans").num_rows if rows(s3) else 0, 4 + i)
+    finally:
+        assert server.stop() == 0, "".join(server.lines)
+    spans = table(s3, "spans")
+    version = spans.version()
+    assert version >= 3 and spans.to_pyarrow_table().num_rows == 7
+
+    listed = {r["table"]: r for r in json_lines(cli(config, "tables", "--format", "json"))}
+    assert {name: r["rows"] for name, r in listed.items()} == {**CORPUS_ROWS, "spans": 7}
+    assert listed["spans"]["version"] == version
+
+    where = "service_name = 'unknown_service'"
+    found = json_lines(
+        cli(config, "query", "spans", "--where", where, "--select", "name", "--format", "json")
+    )
+    assert sorted(r["name"] for r in found) == ["no service", "s1", "s2", "s3"]
+    text = cli(config, "query", "spans", "--limit", "2").stdout.splitlines()
+    assert text[0].startswith("service_name") and len(text) == 2 + 2
+
+    history = json_lines(cli(config, "history", "spans", "--format", "json"))
+    assert [h["version"] for h in history] == list(range(version, -1, -1))
+
+    optimized = json.loads(cli(config, "optimize", "spans", "--format", "json").stdout)
+    assert optimized["files_removed"] > 0 and optimized["files_added"] > 0, optimized
+    assert table(s3, "spans").version() == version + 1
+    assert table(s3, "spans").to_pyarrow_table().num_rows == 7
+
+    before = s3.objects(LAKE, "spans")
+    dry_run = cli(config, "vacuum", "spans", "--retention-hours", "0", "--dry-run")
+    assert dry_run.stdout.strip(), "the files optimize replaced should be listed"
+    doomed = json_lines(
+        cli(config, "vacuum", "spans", "--retention-hours", "0", "--dry-run", "--format", "json")
+    )
+    assert len(doomed) == optimized["files_removed"]
+    assert s3.objects(LAKE, "spans") == before  # a dry run deletes nothing
