@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -91,18 +90,22 @@ class Table:
         return handle
 
     def delta_as_of(self, timestamp: datetime | str) -> DeltaTable:
-        """A delta-rs handle on the latest version committed at or before `timestamp`."""
+        """A delta-rs handle on the latest version committed at or before `timestamp`.
+
+        Resolved from the commits' own timestamps (what `history` shows, in milliseconds), not
+        by delta-rs from the log objects' modification times: object stores keep those in whole
+        seconds, so two commits of one second were indistinguishable on S3 (an `as_of` or a
+        restore by time landed on the later one)."""
         moment = parse_timestamp(timestamp)
-        handle = DeltaTable(self.uri, storage_options=self.connector.storage_options)
-        try:
-            handle.load_as_version(moment)
-        except (DeltaError, OSError, ValueError) as exc:
-            raise VersionNotFoundError(self.name, f"at or before {moment.isoformat()}") from exc
-        if handle.version() == 0:  # delta-rs answers version 0 for any earlier moment
-            first = [h["timestamp"] for h in self.delta().history() if h["version"] == 0]
-            if first and first[0] > moment.timestamp() * 1000:
-                raise VersionNotFoundError(self.name, f"at or before {moment.isoformat()}")
-        return handle
+        limit_ms = moment.timestamp() * 1000
+        versions = [
+            entry["version"]
+            for entry in self.delta().history()
+            if "version" in entry and entry.get("timestamp", float("inf")) <= limit_ms
+        ]
+        if not versions:
+            raise VersionNotFoundError(self.name, f"at or before {moment.isoformat()}")
+        return self.delta(max(versions))
 
     @property
     def schema(self) -> pa.Schema:
@@ -425,8 +428,8 @@ class Table:
                 raise VersionNotFoundError(self.name, str(version))
         else:
             assert timestamp is not None
-            target = parse_timestamp(timestamp)
-            restored_to = self.delta_as_of(target).version()
+            restored_to = self.delta_as_of(timestamp).version()
+            target = restored_to  # by version: the engines' own time lookup has the same flaw
         chosen = self._engine(engine)
         try:
             added, removed = self._retrying(
@@ -457,8 +460,8 @@ class Table:
         return before - self._log_files()
 
     def _log_files(self) -> int:
-        log_dir = Path(maintenance.local_path(self.uri)) / "_delta_log"
-        return sum(1 for p in log_dir.glob("*.json")) if log_dir.is_dir() else 0
+        """Commits still in the log (local or object store alike)."""
+        return len(self.delta().history())
 
 
 TRACE_ID = re.compile(r"[0-9a-fA-F]{32}")
