@@ -131,7 +131,8 @@ class GroupCommitBuffer:
 
     def failing_seconds(self) -> float:
         """How long the longest-failing table has gone without a successful commit (0: none)."""
-        oldest = min(self._failing_since.values(), default=None)
+        # a copy: commit threads of other tables may add or remove entries meanwhile
+        oldest = min(self._failing_since.copy().values(), default=None)
         return 0.0 if oldest is None else time.monotonic() - oldest
 
     @property

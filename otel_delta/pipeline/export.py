@@ -63,7 +63,7 @@ class ExportPipeline:
         # Requests being received and converted at once, across transports. OTLP/HTTP asks
         # for a slot before it reads a body, so bodies that do not fit wait in the client's
         # and the kernel's buffers; gRPC has read the message by then (reading it later, as a
-        # client stream, cost 20% of throughput), so there the slot bounds conversions.
+        # client stream, saved no memory in bench/memory.py), so there it bounds conversions.
         self.max_concurrent = max_concurrent
         self.slots = asyncio.Semaphore(max_concurrent)
         self.decoder = decoder
