@@ -22,7 +22,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
 from otel_delta.config import AdminSettings
-from otel_delta.errors import ConfigError
+from otel_delta.net import serve_http
 
 
 @dataclass(frozen=True)
@@ -71,20 +71,8 @@ class AdminServer:
         self.port = 0
 
     async def start(self) -> int:
-        host, _, port = self.settings.endpoint.rpartition(":")
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host.strip("[]"), int(port), reuse_port=False)
-        try:
-            await site.start()
-        except OSError as exc:
-            await self._runner.cleanup()
-            raise ConfigError(
-                f"admin.endpoint: cannot listen on {self.settings.endpoint} ({exc.strerror})"
-            ) from None
+        self.port = await serve_http(self._runner, self.settings.endpoint, "admin.endpoint")
         REGISTRY.register(self._collector)
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
         return self.port
 
     async def stop(self) -> None:

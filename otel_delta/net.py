@@ -1,8 +1,12 @@
-"""Binding a gRPC server to a configured HOST:PORT, with one clear line when it cannot."""
+"""Binding a server (gRPC, or aiohttp for OTLP/HTTP and the admin endpoint) to a configured
+HOST:PORT, with one clear line when it cannot."""
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
+
+from aiohttp import web
 
 from otel_delta.errors import ConfigError
 
@@ -21,3 +25,33 @@ def bind(server: Any, endpoint: str, key: str, credentials: Any = None) -> int:
     if not port:
         raise ConfigError(f"{key}: cannot listen on {endpoint}")
     return int(port)
+
+
+async def serve_http(
+    runner: web.AppRunner,
+    endpoint: str,
+    key: str,
+    ssl_context: ssl.SSLContext | None = None,
+    backlog: int = 128,
+) -> int:
+    """Set up `runner` and serve it on `endpoint` (HTTPS with `ssl_context`); returns the port
+    (useful with port 0). Never shares a port: a second bridge must fail to bind. `key` names
+    the setting (e.g. `admin.endpoint`) in the ConfigError."""
+    host, _, port = endpoint.rpartition(":")
+    await runner.setup()
+    site = web.TCPSite(
+        runner,
+        host.strip("[]"),
+        int(port),
+        ssl_context=ssl_context,
+        reuse_port=False,
+        backlog=backlog,
+    )
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ConfigError(f"{key}: cannot listen on {endpoint} ({exc.strerror})") from None
+    server = site._server
+    assert server is not None
+    return int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]

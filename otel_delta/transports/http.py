@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import socket
 import time
 
 from aiohttp import web
@@ -21,11 +20,11 @@ from google.protobuf.message import Message
 from otel_delta.auth import BearerToken
 from otel_delta.config import ReceiverSettings
 from otel_delta.errors import (
-    ConfigError,
     OtelDeltaError,
     RequestTooLargeError,
     UnsupportedMediaTypeError,
 )
+from otel_delta.net import serve_http
 from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
 from otel_delta.signals import SIGNALS, Signal
 from otel_delta.status import rpc_status, status_for
@@ -68,29 +67,14 @@ class HttpTransport:
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port (useful with port 0)."""
-        endpoint = self.settings.http_endpoint
-        host, _, port = endpoint.rpartition(":")
-        context = ssl_context(self.settings.tls) if self.settings.tls.enabled else None
-        await self._runner.setup()
-        site = web.TCPSite(
+        tls = self.settings.tls
+        self.port = await serve_http(
             self._runner,
-            host.strip("[]"),
-            int(port),
-            ssl_context=context,
-            reuse_port=False,
+            self.settings.http_endpoint,
+            "receiver.http_endpoint",
+            ssl_context(tls) if tls.enabled else None,
             backlog=1024,
         )
-        try:
-            await site.start()
-        except OSError as exc:
-            await self._runner.cleanup()
-            raise ConfigError(
-                f"receiver.http_endpoint: cannot listen on {endpoint} ({exc.strerror})"
-            ) from None
-        server = site._server
-        assert server is not None
-        sockets: list[socket.socket] = list(server.sockets)  # type: ignore[attr-defined]
-        self.port = sockets[0].getsockname()[1]
         return self.port
 
     @property
