@@ -5,6 +5,7 @@ the Collector's `bearertokenauth` extension sends it) and the ConnectorService."
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterable
 
 from otel_delta.errors import UnauthenticatedError
 
@@ -16,6 +17,13 @@ class BearerToken:
 
     def __init__(self, token: str) -> None:
         self._expected = token.encode()
+
+    def check_metadata(self, metadata: Iterable[tuple[str, str | bytes]] | None) -> None:
+        """`check` the `authorization` entry of gRPC invocation metadata (sync or aio)."""
+        for key, value in metadata or ():
+            if key == "authorization":
+                return self.check(value if isinstance(value, str) else value.decode())
+        return self.check(None)
 
     def check(self, authorization: str | None) -> None:
         """Raises UnauthenticatedError unless `authorization` is `Bearer <the token>`."""

@@ -28,13 +28,6 @@ from otel_delta.status import status_of
 log = logging.getLogger(__name__)
 
 
-def _authorization(context: grpc.ServicerContext) -> str | None:
-    for key, value in context.invocation_metadata():
-        if key == "authorization":
-            return value if isinstance(value, str) else value.decode()
-    return None
-
-
 @contextlib.contextmanager
 def _guarded(
     servicer: ConnectorServicer, context: grpc.ServicerContext, name: str
@@ -43,7 +36,7 @@ def _guarded(
     started = time.monotonic()
     code = grpc.StatusCode.OK
     try:
-        servicer.token.check(_authorization(context))
+        servicer.token.check_metadata(context.invocation_metadata())
         yield
     except OtelDeltaError as exc:
         code = status_of(exc)

@@ -31,13 +31,6 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
-def _authorization(context: grpc.aio.ServicerContext) -> str | None:
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization":
-            return value if isinstance(value, str) else value.decode()
-    return None
-
-
 def export_handler(
     signal: Signal, pipeline: ExportPipeline, token: BearerToken | None = None
 ) -> Handler:
@@ -46,7 +39,7 @@ def export_handler(
         outcome: Outcome
         try:
             if token is not None:
-                token.check(_authorization(context))
+                token.check_metadata(context.invocation_metadata())
         except UnauthenticatedError as exc:
             outcome = Rejected(exc, str(exc))
         else:
