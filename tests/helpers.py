@@ -7,11 +7,13 @@ import os
 import re
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,22 @@ LOOPBACK = (
     '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = "127.0.0.1:0"\n'
 )
 LOOPBACK_RECEIVER = {"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"}
+
+
+def free_port() -> int:
+    """A loopback port free right now (for servers that cannot be told to pick one)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 60.0, what: str = "") -> None:
+    """Poll `condition` until it is true; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or 'the condition'}")
+        time.sleep(0.1)
 
 
 def make_settings(

@@ -4,7 +4,6 @@ the table's log replaced by a file, so that every commit fails until it is put b
 from __future__ import annotations
 
 import shutil
-import time
 
 import grpc
 import pytest
@@ -13,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import corpus
-from tests.helpers import RunningBridge, make_settings, read_table
+from tests.helpers import RunningBridge, make_settings, read_table, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -31,13 +30,6 @@ def samples(bridge: RunningBridge) -> dict[tuple[str, tuple], float]:
         for family in text_string_to_metric_families(answer.text)
         for sample in family.samples
     }
-
-
-def wait_for(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
 
 
 def test_health_readiness_and_metrics(tmp_path) -> None:
@@ -59,7 +51,9 @@ def test_health_readiness_and_metrics(tmp_path) -> None:
         )
         with pytest.raises(grpc.RpcError):
             garbage(b"\xff\xff\xff", timeout=30)
-        wait_for(lambda: samples(bridge).get(("otel_delta_wal_pending_records", ())) == 0)
+        wait_until(
+            lambda: samples(bridge).get(("otel_delta_wal_pending_records", ())) == 0, timeout=30.0
+        )
         after = samples(bridge)
 
         def grew(name: str, **labels: str) -> float:
@@ -105,33 +99,35 @@ def test_readiness_follows_failing_commits(tmp_path) -> None:
         traces, _, _ = bridge.stubs(bridge.channel())
         health = health_pb2_grpc.HealthStub(bridge.channel())
         traces.Export(corpus.trace_request())
-        wait_for(lambda: (lakehouse / "spans" / "_delta_log").is_dir())
+        wait_until(lambda: (lakehouse / "spans" / "_delta_log").is_dir(), timeout=30.0)
         log_dir = lakehouse / "spans" / "_delta_log"
         moved = tmp_path / "delta_log_aside"
-        wait_for(lambda: read_table(lakehouse, "spans").num_rows == 4)
+        wait_until(lambda: read_table(lakehouse, "spans").num_rows == 4, timeout=30.0)
         shutil.move(log_dir, moved)
         log_dir.write_text("not a directory")  # storage broken: every commit fails
 
         traces.Export(corpus.trace_request())  # acked by the WAL; its commit will fail
-        wait_for(lambda: admin(bridge, "/readyz").status_code == 503)
+        wait_until(lambda: admin(bridge, "/readyz").status_code == 503, timeout=30.0)
         checks = {c["name"]: c for c in admin(bridge, "/readyz").json()["checks"]}
         assert checks["commits"]["ok"] is False and "failing for" in checks["commits"]["detail"]
-        wait_for(
+        wait_until(
             lambda: (
                 health.Check(health_pb2.HealthCheckRequest()).status
                 == health_pb2.HealthCheckResponse.NOT_SERVING
-            )
+            ),
+            timeout=30.0,
         )
         assert samples(bridge)[("otel_delta_commit_failures_total", (("table", "spans"),))] >= 1
 
         log_dir.unlink()
         shutil.move(moved, log_dir)  # storage back: the held group commits on its next retry
-        wait_for(lambda: admin(bridge, "/readyz").status_code == 200, timeout=60)
-        wait_for(
+        wait_until(lambda: admin(bridge, "/readyz").status_code == 200, timeout=60.0)
+        wait_until(
             lambda: (
                 health.Check(health_pb2.HealthCheckRequest()).status
                 == health_pb2.HealthCheckResponse.SERVING
-            )
+            ),
+            timeout=30.0,
         )
     finally:
         bridge.stop()

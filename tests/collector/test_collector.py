@@ -6,17 +6,22 @@ same rows. Both binaries are built by `make collector` from pinned versions (too
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 import requests
 
-from tests.helpers import LOOPBACK, ServeProcess, read_table, table_exists
+from tests.helpers import (
+    LOOPBACK,
+    ServeProcess,
+    free_port,
+    read_table,
+    table_exists,
+    wait_until,
+)
 from tests.tools import otelcol_binary, telemetrygen_binary
 
 pytestmark = pytest.mark.e2e
@@ -26,12 +31,6 @@ METRICS = 240  # gauge data points
 LOGS = 320
 EXPECTED = {"spans": TRACES * (1 + CHILD_SPANS), "metrics_gauge": METRICS, "logs": LOGS}
 SIGNAL_OF = {"spans": "traces", "metrics_gauge": "metrics", "logs": "logs"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def collector_config(tmp_path: Path, transport: str, bridge: ServeProcess) -> tuple[Path, dict]:
@@ -74,14 +73,6 @@ def collector_config(tmp_path: Path, transport: str, bridge: ServeProcess) -> tu
         f"  pipelines:\n{pipelines}"
     )
     return config, ports
-
-
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.25)
 
 
 def rows(lake: Path, table: str) -> int:

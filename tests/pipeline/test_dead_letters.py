@@ -16,7 +16,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta.tables.schemas import DEAD_LETTER_TABLE
-from tests.helpers import RunningBridge, make_settings, read_table, table_exists
+from tests.helpers import RunningBridge, make_settings, read_table, table_exists, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -45,13 +45,6 @@ def forbid_poison(lake: Path) -> None:
     DeltaTable(str(lake / "spans")).alter.add_constraint({"no_poison": "name != 'poison'"})
 
 
-def wait_for(condition, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def test_wal_mode_moves_the_refused_request_to_the_dead_letters(tmp_path: Path) -> None:
     lake, wal = tmp_path / "lake", tmp_path / "wal"
     settings = make_settings(lake, ack="wal", wal_dir=wal, flush_interval_seconds=1.0)
@@ -59,7 +52,7 @@ def test_wal_mode_moves_the_refused_request_to_the_dead_letters(tmp_path: Path) 
     try:
         traces, _, _ = bridge.stubs(bridge.channel())
         traces.Export(request(1, ["first"]))
-        wait_for(lambda: table_exists(lake, "spans") and read_table(lake, "spans").num_rows == 1)
+        wait_until(lambda: table_exists(lake, "spans") and read_table(lake, "spans").num_rows == 1)
         forbid_poison(lake)
 
         poison = request(3, ["fine", "poison"])
@@ -69,7 +62,7 @@ def test_wal_mode_moves_the_refused_request_to_the_dead_letters(tmp_path: Path) 
         for future in futures:
             future.result(timeout=30)  # all acknowledged: the WAL holds them
         assert bridge.bridge.wal is not None
-        wait_for(lambda: bridge.bridge.wal.pending_records == 0)
+        wait_until(lambda: bridge.bridge.wal.pending_records == 0)
     finally:
         bridge.stop()
 

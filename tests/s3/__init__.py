@@ -18,7 +18,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -27,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.helpers import free_port
 from tests.tools import versitygw_binary
 
 REGION = "us-east-1"
@@ -94,12 +94,6 @@ class S3Server:
         )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _answers(port: int) -> bool:
     """Any HTTP answer (an anonymous request gets 403) means the S3 API is being served."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
@@ -127,7 +121,7 @@ class _Gateway:
         """On the port it had, or on a free one; a free port taken between our probe and its
         bind: another."""
         for _ in range(1 if self.port else 3):
-            port = self.port or _free_port()
+            port = self.port or free_port()
             listen = ["--port", f"127.0.0.1:{port}", "--quiet", "--keep-alive"]
             with self.log.open("ab") as out:
                 proc = subprocess.Popen(

@@ -6,7 +6,6 @@ work on the S3 lake."""
 from __future__ import annotations
 
 import json
-import random
 import re
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from tests.helpers import LOOPBACK, ServeProcess
 from tests.s3 import S3Server, versitygw
 from tests.test_cli import one_span_request
 from tests.transports.test_end_to_end import logs_by_event, spans_by_id
-from tests.wal.test_crash import SPANS_PER_REQUEST, load, replayed, request
+from tests.wal.test_crash import SPANS_PER_REQUEST, crash_under_load, load, request
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -172,28 +171,8 @@ def test_kill_9_under_load_loses_no_acked_span_and_stores_none_twice(tmp_path: P
     config = write_config(
         tmp_path, s3, buffer_lines="max_rows = 400\n", wal_lines="segment_bytes = 65536\n"
     )
-    rng = random.Random(20261124)
-    acked: list[str] = []
-    sent: list[str] = []
-    replays = 0
-    for round_ in range(2):
-        server = ServeProcess(config)
-        stop = threading.Event()
-        clients = [
-            threading.Thread(target=load, args=(server.endpoint, round_ * 3 + c, stop, acked, sent))
-            for c in range(3)
-        ]
-        for client in clients:
-            client.start()
-        time.sleep(rng.uniform(1.5, 3.0))
-        server.kill9()
-        stop.set()
-        for client in clients:
-            client.join(30)
-        replays += replayed(server.lines)
-    final = ServeProcess(config)
-    assert final.stop() == 0, "".join(final.lines)
-    replays += replayed(final.lines)
+    run = crash_under_load(config, rounds=2, clients=3, pause=(1.5, 3.0), seed=20261124)
+    acked, sent, replays = run.acked, run.sent, run.replays
 
     assert len(acked) > 500, "too little load to mean anything"
     assert replays > 0, "no restart found anything to replay: the kills came too late"

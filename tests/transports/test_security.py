@@ -132,6 +132,20 @@ def test_tls_on_both_transports(tmp_path, certs, monkeypatch) -> None:
         bridge.stop()
 
 
+def post_https(
+    bridge: RunningBridge, certs: Certs, body: bytes, cert: tuple | None
+) -> requests.Response:
+    """An OTLP/HTTP Export over TLS, trusting our CA, with `cert` as the client certificate."""
+    return requests.post(
+        http_url(bridge, "https"),
+        data=body,
+        headers=PROTOBUF,
+        verify=certs.ca,
+        cert=cert,
+        timeout=30,
+    )
+
+
 def test_mtls_requires_a_client_certificate_from_the_ca(tmp_path, certs) -> None:
     lakehouse = tmp_path / "lake"
     bridge = RunningBridge(make_settings(lakehouse, receiver=tls_settings(certs, mtls=True)))
@@ -140,14 +154,7 @@ def test_mtls_requires_a_client_certificate_from_the_ca(tmp_path, certs) -> None
         for cert in (None, (certs.other_client_cert, certs.other_client_key)):
             # TLS 1.3: the client may finish its side first, then see the server hang up
             with pytest.raises(requests.exceptions.ConnectionError):
-                requests.post(
-                    http_url(bridge, "https"),
-                    data=body,
-                    headers=PROTOBUF,
-                    verify=certs.ca,
-                    cert=cert,
-                    timeout=30,
-                )
+                post_https(bridge, certs, body, cert)
             with pytest.raises(grpc.RpcError) as refused:
                 channel = grpc_channel(bridge, certs, cert)
                 trace_service_pb2_grpc.TraceServiceStub(channel).Export(
@@ -157,14 +164,7 @@ def test_mtls_requires_a_client_certificate_from_the_ca(tmp_path, certs) -> None
         assert not table_exists(lakehouse, "spans")
 
         good = (certs.client_cert, certs.client_key)
-        answer = requests.post(
-            http_url(bridge, "https"),
-            data=body,
-            headers=PROTOBUF,
-            verify=certs.ca,
-            cert=good,
-            timeout=30,
-        )
+        answer = post_https(bridge, certs, body, good)
         assert answer.status_code == 200
         trace_service_pb2_grpc.TraceServiceStub(grpc_channel(bridge, certs, good)).Export(
             corpus.trace_request(), timeout=30

@@ -7,6 +7,7 @@ import random
 import re
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -72,32 +73,47 @@ def replayed(lines: list[str]) -> int:
     return sum(int(m.group(1)) for m in found if m)
 
 
-def test_kill_9_under_load_loses_no_acked_span_and_stores_none_twice(tmp_path: Path, spark):
-    config = write_config(tmp_path)
-    rng = random.Random(20261123)
-    acked: list[str] = []
-    sent: list[str] = []
-    replays = 0
-    for round_ in range(ROUNDS):
+@dataclass
+class CrashRun:
+    acked: list[str] = field(default_factory=list)  # span ids clients got OK for
+    sent: list[str] = field(default_factory=list)  # span ids clients sent
+    replays: int = 0  # records the restarts found in the WAL and not in Delta
+
+
+def crash_under_load(
+    config: Path, rounds: int, clients: int, pause: tuple[float, float], seed: int
+) -> CrashRun:
+    """`rounds` times: serve, `clients` clients sending, `kill -9` after a random pause; then
+    a clean start and stop, which replays what the last kill left."""
+    rng = random.Random(seed)
+    run = CrashRun()
+    for round_ in range(rounds):
         server = ServeProcess(config)
         stop = threading.Event()
-        clients = [
+        threads = [
             threading.Thread(
-                target=load, args=(server.endpoint, round_ * CLIENTS + w, stop, acked, sent)
+                target=load,
+                args=(server.endpoint, round_ * clients + c, stop, run.acked, run.sent),
             )
-            for w in range(CLIENTS)
+            for c in range(clients)
         ]
-        for client in clients:
-            client.start()
-        time.sleep(rng.uniform(0.5, 3.0))
+        for thread in threads:
+            thread.start()
+        time.sleep(rng.uniform(*pause))
         server.kill9()
         stop.set()
-        for client in clients:
-            client.join(30)
-        replays += replayed(server.lines)
-    final = ServeProcess(config)  # replays what the last kill left
-    assert final.stop() == 0
-    replays += replayed(final.lines)
+        for thread in threads:
+            thread.join(30)
+        run.replays += replayed(server.lines)
+    final = ServeProcess(config)
+    assert final.stop() == 0, "".join(final.lines)
+    run.replays += replayed(final.lines)
+    return run
+
+
+def test_kill_9_under_load_loses_no_acked_span_and_stores_none_twice(tmp_path: Path, spark):
+    run = crash_under_load(write_config(tmp_path), ROUNDS, CLIENTS, (0.5, 3.0), seed=20261123)
+    acked, sent, replays = run.acked, run.sent, run.replays
 
     assert len(acked) > 1000, "too little load to mean anything"
     assert replays > 0, "no restart found anything to replay: the kills came too late"
