@@ -46,12 +46,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationSc
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
+# every door of a benchmarked bridge on loopback, on ports the OS picks (as in the tests)
+from tests.helpers import LOOPBACK
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# every door of a benchmarked bridge on loopback, on ports the OS picks
-LOOPBACK = (
-    '[admin]\nendpoint = "127.0.0.1:0"\n'
-    '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = "127.0.0.1:0"\n'
-)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 RSS_SAMPLE_SECONDS = 0.05
