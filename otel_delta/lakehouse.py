@@ -10,10 +10,12 @@ imports nothing of theirs.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.fs as pafs
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
@@ -57,6 +59,30 @@ def s3a_conf(options: dict[str, str]) -> dict[str, str]:
     if "spark.hadoop.fs.s3a.endpoint" in conf:  # S3-compatible stores: path-style by default
         conf.setdefault("spark.hadoop.fs.s3a.path.style.access", "true")
     return conf
+
+
+def s3_filesystem(options: dict[str, str]) -> pafs.S3FileSystem:
+    """A pyarrow S3 filesystem that reaches the store delta-rs reaches, with the same options
+    (for what delta-rs has no call for, such as removing a whole table); credentials that are
+    not in the options come from the usual AWS chain, as they do for delta-rs."""
+    names = {key.lower().removeprefix("aws_"): value for key, value in options.items()}
+    kwargs: dict[str, Any] = {}
+    for name, argument in (
+        ("access_key_id", "access_key"),
+        ("secret_access_key", "secret_key"),
+        ("session_token", "session_token"),
+        ("region", "region"),
+    ):
+        if name in names:
+            kwargs[argument] = names[name]
+    endpoint = names.get("endpoint_url") or names.get("endpoint")
+    if endpoint:
+        scheme, _, host = endpoint.partition("://")
+        kwargs["endpoint_override"] = host or scheme
+        kwargs["scheme"] = scheme if host else "https"
+    if names.get("virtual_hosted_style_request", "").lower() == "true":
+        kwargs["force_virtual_addressing"] = True
+    return pafs.S3FileSystem(**kwargs)
 
 
 def table_uri(root: str, name: str) -> str:
@@ -165,6 +191,30 @@ class Lakehouse:
 
     def exists(self, name: str) -> bool:
         return DeltaTable.is_deltatable(self.uri(name), storage_options=self.storage)
+
+    def remove_table(self, name: str) -> None:
+        """Delete every file of a table (log and data): on a local root and on S3; other
+        object stores are refused with the scheme named, before anything is removed."""
+        uri = self.uri(name)
+        if self.is_local:
+            shutil.rmtree(uri.removeprefix("file://"))
+            return
+        scheme, _, path = uri.partition("://")
+        if scheme not in ("s3", "s3a"):
+            raise OtelDeltaError(f"removing a table is supported on local paths and S3, not {uri}")
+        filesystem = s3_filesystem(self.storage_options)
+        # Each pass deletes every object; a gateway that keeps "directory" objects refuses to
+        # delete one whose children are listed in the same batch, so a pass per level of
+        # directories (partition columns + the table's own) may be needed.
+        for passes_left in range(len(self.partition_by) + 1, -1, -1):
+            try:
+                filesystem.delete_dir(path)
+                return
+            except FileNotFoundError:  # an earlier pass left nothing
+                return
+            except OSError as exc:
+                if not passes_left:
+                    raise CommitError(f"cannot remove {uri}: {describe(exc)}") from None
 
     def create_table(self, name: str) -> DeltaTable:
         """The telemetry table `name`, created if absent, checked to be one we can write.

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from otel_delta.config import Settings, load_settings
 from otel_delta.engines import EngineName, Engines
-from otel_delta.errors import OtelDeltaError, TableNotFoundError
+from otel_delta.errors import TableNotFoundError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.tables import TABLES
 
@@ -89,12 +88,9 @@ class DeltaLakeConnector:
         return [name for name in TABLES if self.lakehouse.exists(name)]
 
     def delete_table(self, name: str) -> None:
-        """Remove the table and all its files; TableNotFoundError if absent."""
+        """Remove the table and all its files (local or S3); TableNotFoundError if absent."""
         self.table(name)  # raises when missing
-        uri = self.uri(name)
-        if not self.lakehouse.is_local:
-            raise OtelDeltaError(f"delete_table supports local lakehouses only, not {uri}")
-        shutil.rmtree(uri.removeprefix("file://"))
+        self.lakehouse.remove_table(name)
         self.engines.delta_rs.forget(name)
 
     def forget_writer_handle(self, name: str) -> None:

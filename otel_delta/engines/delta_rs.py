@@ -61,10 +61,17 @@ class DeltaRsEngine:
             self._tables.pop(name, None)
 
     def open(self, name: str) -> DeltaTable:
-        """The cached handle, creating the table if absent (see Lakehouse.create_table)."""
+        """The cached handle, creating the table if absent (see Lakehouse.create_table).
+
+        A cached handle first reads the commits made since (by this process's other operations,
+        maintenance, or other writers): delta-rs treats an append as a reader of the snapshot
+        it was planned on, so an append on a stale snapshot after a merge, delete or compaction
+        would fail its commit once and be retried; reading the log's tail is one listing."""
         table = self._tables.get(name)
         if table is None:
             table = self._tables[name] = self.lakehouse.create_table(name)
+        else:
+            table.update_incremental()
         return table
 
     # --- appends ---------------------------------------------------------------------------

@@ -100,3 +100,23 @@ def test_a_commit_whose_checkpoint_fails_is_not_written_twice(tmp_path: Path) ->
     assert engine.append("spans", data, Transaction("test-app", 2)) == 2
     assert engine.append("spans", data, Transaction("test-app", 1)) == 2
     assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table().num_rows == 2 * data.num_rows
+
+
+def test_an_append_after_another_writer_deleted_files_commits_first_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cached append handle reads the log's new tail first: an append planned on the
+    snapshot before a delete or compaction would fail its commit once ("a concurrent
+    transaction deleted data this operation read") and be retried."""
+    lakehouse = Lakehouse(str(tmp_path))
+    writer = DeltaRsEngine(lakehouse)
+    for i in range(1, 4):
+        writer.append("spans", spans_to_arrow(one_span_request(i)).tables["spans"])
+    other = DeltaTable(str(tmp_path / "spans"))  # e.g. the connector or maintenance
+    other.delete("name = 's1'")
+    other.optimize.compact()
+    caplog.set_level("WARNING", logger="otel_delta.retry")
+    version = writer.append("spans", spans_to_arrow(one_span_request(4)).tables["spans"])
+    assert [r.getMessage() for r in caplog.records] == []
+    assert version == 6  # 3 appends, delete, compaction, this append: no retried commit
+    assert DeltaTable(str(tmp_path / "spans")).count() == 3

@@ -20,6 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from otel_delta.connector import DeltaConfig, DeltaLakeConnector
 from otel_delta.connector.table import Table
+from otel_delta.errors import TableNotFoundError
 from otel_delta.signals import SIGNALS_BY_NAME
 from tests.connector import data
 from tests.s3 import S3Server
@@ -316,3 +317,17 @@ def test_checkpoint_and_log_cleanup(s3: S3Server) -> None:
     table = DeltaTable(spans.uri, storage_options=s3.storage_options())
     assert table.version() == version  # read from the checkpoint
     assert table.to_pyarrow_table().num_rows == data.TOTAL_SPANS
+
+
+def test_delete_table(s3: S3Server) -> None:
+    lake = s3_lake(s3, "delta-rs")
+    lake.get_or_create_table("logs")
+    assert lake.list_tables() == ["spans", "logs"]
+    assert any(key.endswith(".parquet") for key in s3.objects(LAKE, "spans"))
+    lake.delete_table("spans")
+    assert lake.list_tables() == ["logs"]
+    assert s3.objects(LAKE, "spans") == []  # log and data files are gone from the bucket
+    with pytest.raises(TableNotFoundError):
+        lake.delete_table("spans")
+    again = lake.get_or_create_table("spans")  # the name can be used again, empty
+    assert again.version() == 0 and again.query().count() == 0
