@@ -16,7 +16,7 @@ S3A_JARS := jars/s3a/.copied
 JARS += $(S3A_JARS)
 
 .PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native collector
-.PHONY: s3-server
+.PHONY: s3-server azure-server
 
 # gRPC code of our own protos/ (ConnectorService), generated, never committed
 PROTOS := $(wildcard protos/*/*/*.proto)
@@ -115,6 +115,21 @@ $(VERSITYGW):
 	$(TOOLS_TMP); GOBIN=$$tmp go install github.com/versity/versitygw/cmd/versitygw@v$(VERSITYGW_VERSION); \
 	mkdir -p $(@D); mv $$tmp/versitygw $@
 
+# Azurite, Microsoft's Azure Storage emulator (its blob service: azurite-blob), for the tests of
+# the bridge on Azure Blob Storage (tests/azure/); from the npm registry into the same cache: npm
+# installs it into a temp folder of the cache, which is then moved into place whole (the links of
+# node_modules/.bin are relative, so they survive the move).
+AZURITE_VERSION := 3.37.0
+AZURITE_DIR := $(TOOLS_CACHE)/azurite-$(AZURITE_VERSION)
+AZURITE := $(AZURITE_DIR)/node_modules/.bin/azurite-blob
+
+azure-server: $(AZURITE)
+
+$(AZURITE):
+	$(TOOLS_TMP); npm install --prefix $$tmp --no-save --no-audit --no-fund --loglevel=error \
+		azurite@$(AZURITE_VERSION); \
+	rm -rf $(AZURITE_DIR); mv $$tmp $(AZURITE_DIR)
+
 run: setup
 	$(VENV)/bin/otel-delta serve --config deltalake.toml
 
@@ -122,7 +137,7 @@ lint: setup
 	$(VENV)/bin/ruff check otel_delta tests bench
 	$(VENV)/bin/ruff format --check otel_delta tests bench
 
-test: lint $(OTELCOL) $(TELEMETRYGEN) $(VERSITYGW)
+test: lint $(OTELCOL) $(TELEMETRYGEN) $(VERSITYGW) $(AZURITE)
 	$(VENV)/bin/pytest
 
 quick: setup

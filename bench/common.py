@@ -222,10 +222,12 @@ class BridgeProcess:
         buffer_max_bytes: int | None = None,
         source: Path | None = None,
         extra_config: str = "",
+        env: dict[str, str] | None = None,
     ) -> None:
         """`source`: run the otel_delta package of another source tree (e.g. an older
         checkout, as the baseline of the same run) instead of this one; `ack = None` for a
-        version from before the write-ahead log (its config has no such keys)."""
+        version from before the write-ahead log (its config has no such keys); `env`:
+        settings as `OTEL_DELTA_<SECTION>__<KEY>` variables (e.g. a lake on S3)."""
         self.lake = workdir / "lake"
         self.config = workdir / "deltalake.toml"
         buffer = f"flush_interval_seconds = {flush_interval}\nmax_rows = 100000\n"
@@ -257,6 +259,7 @@ class BridgeProcess:
                 **os.environ,
                 "OTEL_DELTA_WAL__DIR": str(workdir / "wal"),
                 **({"PYTHONPATH": str(source)} if source else {}),
+                **(env or {}),
             },
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -58,3 +58,16 @@ def versitygw_binary() -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: run `make s3-server` (make test does)")
     return path
+
+
+def azurite_blob() -> Path:
+    """azurite-blob, the Azure Blob Storage emulator of the tests on Azure (tests/azure/), that
+    `make azure-server` installs from the npm registry (make test does) at the Makefile's path,
+    named by AZURITE_VERSION. Missing: an error naming the target, never a skip."""
+    found = re.search(r"^AZURITE_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    if found is None:
+        raise RuntimeError("no `AZURITE_VERSION := ...` line in the Makefile")
+    path = tools_cache() / f"azurite-{found[1]}" / "node_modules" / ".bin" / "azurite-blob"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run `make azure-server` (make test does)")
+    return path
