@@ -8,6 +8,7 @@ Python converter on the same bytes, so the answer is always the reference one.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -15,6 +16,15 @@ import pyarrow as pa
 from otel_delta.convert.result import MAX_REPORTED_ERRORS, Converted, Rejections
 from otel_delta.errors import RequestTooLargeError
 from otel_delta.tables import TABLES
+
+# The native converter allocates with mimalloc (native/src/lib.rs). Without an arena reserved
+# up front, mimalloc maps fresh memory for the rows of each request and gives it back once a
+# commit has freed them, so the kernel zeroes pages for every request anew: measured under
+# 8,192-span requests, that was 27% of the bridge's CPU (perf: clear_page), and reserving
+# 1 GiB of address space (committed only when touched) cut the converter threads' system time
+# from 1.9 s to 0.35 s and lowered peak RSS. mimalloc reads the variable when the module
+# loads; a value set by the user is kept.
+os.environ.setdefault("MIMALLOC_RESERVE_OS_MEMORY", "1GiB")
 
 try:
     import otel_delta_native
