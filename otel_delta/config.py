@@ -284,6 +284,25 @@ class ConnectorServiceSettings(Section):
         raise ConfigError("config error: connector_service: set token or token_env when enabled")
 
 
+class PrivacySettings(Section):
+    """`[privacy]`: the key of the keyed hashes that hard deletes and redactions write (audit
+    records, hashed values), so that no erased value is kept in clear."""
+
+    # the name of the environment variable holding the key (never the key itself)
+    hash_key_env: str = Field("OTEL_DELTA_HASH_KEY", min_length=1)
+
+    def resolved_key(self) -> bytes:
+        """The key's bytes; an unset or empty variable is a config error (never an unkeyed
+        hash: an unkeyed hash of an email address is one dictionary lookup from the address)."""
+        key = os.environ.get(self.hash_key_env, "")
+        if not key:
+            raise ConfigError(
+                f"config error: privacy.hash_key_env: ${self.hash_key_env} is unset; hard "
+                "deletes and redactions need a secret key for their keyed hashes"
+            )
+        return key.encode()
+
+
 class SparkSettings(Section):
     """`[spark]`: the SparkSession used for bulk writes, backfill and reading."""
 
@@ -300,6 +319,7 @@ class Settings(BaseSettings):
     deltalake: DeltaLakeSettings = DeltaLakeSettings()
     connector_service: ConnectorServiceSettings = ConnectorServiceSettings()
     spark: SparkSettings = SparkSettings()
+    privacy: PrivacySettings = PrivacySettings()
     admin: AdminSettings = AdminSettings()
     logging: LoggingSettings = LoggingSettings()
 

@@ -192,17 +192,26 @@ class Lakehouse:
     def exists(self, name: str) -> bool:
         return DeltaTable.is_deltatable(self.uri(name), storage_options=self.storage)
 
+    def files(self, name: str, what: str) -> tuple[pafs.FileSystem, str]:
+        """A filesystem and the path of table `name` in it, for what delta-rs has no call for
+        (`what`, e.g. "removing a table", names it in the error): local paths and S3, with the
+        same options as delta-rs; other stores are refused with the store named."""
+        uri = self.uri(name)
+        if self.is_local:
+            return pafs.LocalFileSystem(), uri.removeprefix("file://")
+        scheme, _, path = uri.partition("://")
+        if scheme not in ("s3", "s3a"):
+            raise OtelDeltaError(f"{what} is supported on local paths and S3, not {uri}")
+        return s3_filesystem(self.storage_options), path
+
     def remove_table(self, name: str) -> None:
         """Delete every file of a table (log and data): on a local root and on S3; other
         object stores are refused with the scheme named, before anything is removed."""
         uri = self.uri(name)
+        filesystem, path = self.files(name, "removing a table")
         if self.is_local:
-            shutil.rmtree(uri.removeprefix("file://"))
+            shutil.rmtree(path)
             return
-        scheme, _, path = uri.partition("://")
-        if scheme not in ("s3", "s3a"):
-            raise OtelDeltaError(f"removing a table is supported on local paths and S3, not {uri}")
-        filesystem = s3_filesystem(self.storage_options)
         # Each pass deletes every object; a gateway that keeps "directory" objects refuses to
         # delete one whose children are listed in the same batch, so a pass per level of
         # directories (partition columns + the table's own) may be needed.

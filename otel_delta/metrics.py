@@ -96,4 +96,16 @@ CONNECTOR_SECONDS = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 
+OPERATION_SECONDS = Histogram(
+    "otel_delta_connector_operation_duration_seconds",
+    "Duration of one connector operation in this process (API, CLI or ConnectorService)",
+    ["table", "operation", "outcome"],
+    buckets=LATENCY_BUCKETS,
+)
+OPERATION_ROWS = Counter(
+    "otel_delta_connector_operation_rows",
+    "Rows written, deleted, read or rewritten by connector operations",
+    ["table", "operation"],
+)
+
 __all__ = ["REGISTRY"]

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from otel_delta.config import Settings, load_settings
+from otel_delta.connector.operation_metrics import OperationMetrics, OperationStats
 from otel_delta.engines import EngineName, Engines
 from otel_delta.errors import TableNotFoundError
 from otel_delta.lakehouse import Lakehouse
@@ -38,6 +39,7 @@ class DeltaLakeConnector:
             config = load_settings(config)
         self.config: Settings = config
         self.lakehouse = Lakehouse.from_settings(config)
+        self.operations = OperationMetrics()
         operations = config.deltalake.operations
         self.engines = Engines(
             self.lakehouse,
@@ -92,6 +94,17 @@ class DeltaLakeConnector:
         self.table(name)  # raises when missing
         self.lakehouse.remove_table(name)
         self.engines.delta_rs.forget(name)
+
+    def operation_metrics(self) -> dict[str, OperationStats]:
+        """Per operation over every table in this process: count, errors, rows, p50/p99
+        latency and the last error (`Table.operation_metrics()` for one table)."""
+        return self.operations.snapshot()
+
+    def audit_log(self) -> pa.Table:
+        """The `_audit` table: one record per hard delete or redaction (empty if none)."""
+        from otel_delta.connector import audit
+
+        return audit.read(self.lakehouse)
 
     def forget_writer_handle(self, name: str) -> None:
         """After a schema change: the delta-rs engine reloads the table before its next append."""

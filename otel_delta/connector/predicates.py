@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -435,6 +436,12 @@ class Predicate:
     def __str__(self) -> str:
         return self.to_sql()
 
+    def with_hashed_literals(self, hash_text: Callable[[str], str]) -> str:
+        """The condition as SQL with every literal (values, LIKE patterns) replaced by
+        `hash_text` of its text: what an audit record may keep of a condition that named
+        erased values. Column names and map keys stay readable."""
+        return _sql(_hash_literals(self.node, hash_text), "spark", None)
+
 
 def parse_predicate(text: str, schema: pa.Schema) -> Predicate:
     """Parse `text` and check it against `schema`; raises InvalidPredicateError."""
@@ -461,6 +468,29 @@ def leaves(node: Node) -> list[Leaf]:
     if isinstance(node, Not):
         return leaves(node.item)
     return [node]
+
+
+def _literal_text(value: Any) -> str:
+    return value.isoformat() if isinstance(value, date | datetime) else str(value)
+
+
+def _hash_literals(node: Node, hash_text: Callable[[str], str]) -> Node:
+    def hashed(value: Value) -> Value:
+        return Value(hash_text(_literal_text(value.value)), pa.string())
+
+    if isinstance(node, And | Or):
+        return type(node)(tuple(_hash_literals(item, hash_text) for item in node.items))
+    if isinstance(node, Not):
+        return Not(_hash_literals(node.item, hash_text))
+    if isinstance(node, Compare):
+        return replace(node, value=hashed(node.value))
+    if isinstance(node, In):
+        return replace(node, values=tuple(hashed(v) for v in node.values))
+    if isinstance(node, Between):
+        return replace(node, low=hashed(node.low), high=hashed(node.high))
+    if isinstance(node, Like):
+        return replace(node, pattern=hash_text(node.pattern))
+    return node  # IS [NOT] NULL has no literal
 
 
 # --- rendering -------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
+from otel_delta.connector.operation_metrics import OperationMetrics, measured
 from otel_delta.connector.predicates import Predicate, conjunction, parse_predicate
 from otel_delta.connector.pruning import FileStats, file_stats, may_match, partition_match
 from otel_delta.connector.results import QueryResult, ScanStats
@@ -192,6 +193,10 @@ class Query:
                 remaining -= batch.num_rows
             yield batch.select(columns)
 
+    def _metrics_scope(self) -> tuple[OperationMetrics, str]:
+        return self._table.connector.operations, self._table.name
+
+    @measured("query")
     def execute(self) -> QueryResult:
         """Read: the rows plus the scan statistics."""
         delta, files, stats = self._plan()

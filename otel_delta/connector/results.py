@@ -36,6 +36,9 @@ class DeleteResult:
     deleted: int
     version: int
     engine: str
+    hard: bool = False  # a hard delete: the files that held the rows are gone too
+    files_purged: int = 0  # data files physically removed (hard delete)
+    log_entries_removed: int = 0  # log entries, checkpoints, change data files (hard delete)
 
 
 @dataclass(frozen=True)

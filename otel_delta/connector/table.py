@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -13,9 +14,18 @@ from deltalake import Field as DeltaField
 from deltalake.exceptions import DeltaError
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
-from otel_delta.connector import maintenance
+from otel_delta.connector import audit, erasure, maintenance
 from otel_delta.connector import upsert as upsert_ops
-from otel_delta.connector.predicates import Column, Compare, Predicate, Value, parse_predicate
+from otel_delta.connector.operation_metrics import OperationMetrics, OperationStats, measured
+from otel_delta.connector.predicates import (
+    Column,
+    Compare,
+    Predicate,
+    Value,
+    conjunction,
+    parse_predicate,
+    sql_literal,
+)
 from otel_delta.connector.pruning import file_stats
 from otel_delta.connector.query import Query, parse_timestamp
 from otel_delta.connector.results import (
@@ -34,12 +44,14 @@ from otel_delta.engines import Engine, EngineName
 from otel_delta.errors import (
     CommitError,
     ConcurrentModificationError,
+    InvalidPredicateError,
     InvalidQueryError,
     OperationDisabledError,
     SchemaMismatchError,
     TableNotFoundError,
     VersionNotFoundError,
 )
+from otel_delta.privacy import keyed_hash
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
 from otel_delta.tables.schemas import SCHEMA_VERSION_PROPERTY
@@ -78,14 +90,13 @@ class Table:
         """A fresh delta-rs handle on the latest (or the given) version."""
         try:
             handle = DeltaTable(self.uri, storage_options=self.connector.storage_options)
-            if version is not None:
-                handle.load_as_version(version)
         except DeltaTableNotFound:
             raise TableNotFoundError(self.name, self.uri) from None
-        except (DeltaError, OSError, ValueError) as exc:
-            if version is not None:
+        if version is not None:
+            try:
+                handle.load_as_version(version)
+            except (DeltaError, OSError, ValueError) as exc:  # incl. its log entry purged
                 raise VersionNotFoundError(self.name, str(version)) from exc
-            raise
         self._delta = handle
         return handle
 
@@ -155,6 +166,37 @@ class Table:
         except Exception:  # the error being reported matters more
             return None
 
+    def _metrics_scope(self) -> tuple[OperationMetrics, str]:
+        return self.connector.operations, self.name
+
+    def operation_metrics(self) -> dict[str, OperationStats]:
+        """Per operation on this table in this process: count, errors, rows, p50/p99 latency
+        and the last error (see otel_delta.connector.operation_metrics)."""
+        return self.connector.operations.snapshot(self.name)
+
+    def partition(self, partition_path: str) -> Predicate:
+        """`service_name=web/date=2026-11-20` as a condition on the partition columns, checked
+        against the table's partitioning: a column that is not a partition column is an
+        InvalidPredicateError, a value the table has no partition for a PartitionNotFoundError."""
+        columns = self.delta().metadata().partition_columns
+        segments = [s for s in partition_path.strip("/").split("/") if s]
+        if not segments:
+            raise InvalidPredicateError("partition_path is empty", partition_path)
+        conditions = []
+        for segment in segments:
+            name, equals, value = segment.partition("=")
+            if not equals or name not in columns:
+                raise InvalidPredicateError(
+                    f"partition_path: {segment!r} is not <partition column>=<value>; the "
+                    f"partition columns are {columns}",
+                    partition_path,
+                    name or None,
+                )
+            conditions.append(f"{name} = {sql_literal(unquote(value), 'datafusion')}")
+        predicate = parse_predicate(" AND ".join(conditions), self.schema)
+        maintenance.check_partitions_exist(self.name, predicate, self.delta())
+        return predicate
+
     # --- writes ----------------------------------------------------------------------------
 
     def _records(self, records: Records) -> pa.Table:
@@ -172,12 +214,14 @@ class Table:
             schema = self.schema
         return upsert_ops.conform(data, schema)
 
+    @measured("upsert")
     def upsert(
         self,
         records: Records,
         merge_key: Sequence[str] | None = None,
         dedupe: bool = True,
         *,
+        partition_path: str | None = None,
         engine: EngineName | None = None,
     ) -> UpsertResult:
         """Merge records on `merge_key`: matching rows are replaced, new ones inserted.
@@ -187,9 +231,18 @@ class Table:
         row and let the merge skip every other partition. Metric tables need a merge_key.
         With dedupe, rows sharing a key inside the batch collapse to the last one; without it,
         such duplicates are an error of the engine when they match an existing row.
+        With `partition_path` ("service_name=web/date=2026-11-20") every record must belong to
+        that partition, and the merge reads and rewrites files of that partition only.
         """
         self._allowed("upsert")
+        scope = self.partition(partition_path) if partition_path is not None else None
         data = self._records(records)
+        if scope is not None:
+            outside = data.num_rows - data.filter(scope.to_arrow()).num_rows
+            if outside:
+                raise InvalidQueryError(
+                    f"{outside} of {data.num_rows} record(s) are not in partition {partition_path}"
+                )
         partitions = self.delta().metadata().partition_columns
         keys = upsert_ops.merge_keys(self.name, data.schema, merge_key, partitions)
         dropped = 0
@@ -204,6 +257,7 @@ class Table:
         )
         return UpsertResult(inserted, updated, dropped, self.version(), chosen.name)
 
+    @measured("insert")
     def bulk_insert(self, records: Records, *, engine: EngineName | None = None) -> InsertResult:
         """Append records as one commit (no key check), exactly as the bridge does."""
         self._allowed("bulk_insert")
@@ -219,10 +273,71 @@ class Table:
             raise
         return InsertResult(data.num_rows, version, chosen.name)
 
-    def delete(self, where: str, *, engine: EngineName | None = None) -> DeleteResult:
-        """Delete the rows matching the validated condition; returns how many."""
+    @measured("delete")
+    def delete(
+        self,
+        where: str | None = None,
+        *,
+        partition_path: str | None = None,
+        hard: bool = False,
+        actor: str | None = None,
+        engine: EngineName | None = None,
+    ) -> DeleteResult:
+        """Delete the rows matching the validated condition (and in `partition_path`, if
+        given: then only that partition's files are read and rewritten); returns how many.
+
+        Soft (the default): the rows leave the current version and stay readable by time
+        travel and `restore` until a vacuum past the retention period. Hard (`hard=True`):
+        then every file that held them, every log entry before, and the change data feed
+        are physically removed at once (otel_delta.connector.erasure), so no version can
+        return them; time travel to an earlier version fails from then on. A hard delete
+        needs the `[privacy]` hash key and appends a record to the `_audit` table (who:
+        `actor`), with the condition's values as keyed hashes.
+        """
         self._allowed("delete")
-        return self._delete(self.predicate(where), engine)
+        if where is None and partition_path is None:
+            raise InvalidQueryError("delete needs a condition (where) or a partition_path")
+        parts = [self.partition(partition_path)] if partition_path is not None else []
+        if where is not None:
+            parts.append(self.predicate(where))
+        predicate = conjunction(parts)
+        assert predicate is not None
+        if not hard:
+            return self._delete(predicate, engine)
+        return self._hard_delete(predicate, actor, engine)
+
+    def _hard_delete(
+        self, predicate: Predicate, actor: str | None, engine: EngineName | None
+    ) -> DeleteResult:
+        key = self.connector.config.privacy.resolved_key()  # before anything is deleted
+        lakehouse = self.connector.lakehouse
+        erasure.check_purgeable(lakehouse, self.name, self.delta())
+        before = self.version()
+        deleted = self._delete(predicate, engine)
+        purged = erasure.purge(lakehouse, self.name)
+        self.connector.forget_writer_handle(self.name)  # its snapshot's log entries are gone
+        audit.append(
+            lakehouse,
+            audit.AuditRecord(
+                actor=actor or "",
+                operation="hard_delete",
+                table_name=self.name,
+                predicate=predicate.with_hashed_literals(lambda text: keyed_hash(text, key)),
+                rows_affected=deleted.deleted,
+                files_purged=purged.files_purged,
+                log_entries_removed=purged.log_entries_removed,
+                version_before=before,
+                version_after=purged.version,
+            ),
+        )
+        return DeleteResult(
+            deleted.deleted,
+            purged.version,
+            deleted.engine,
+            hard=True,
+            files_purged=purged.files_purged,
+            log_entries_removed=purged.log_entries_removed,
+        )
 
     def expire(self, before: date, *, engine: EngineName | None = None) -> DeleteResult:
         """Retention: delete every row dated before `before`. Governed by
@@ -352,6 +467,7 @@ class Table:
 
     # --- maintenance -----------------------------------------------------------------------
 
+    @measured("optimize")
     def optimize(
         self,
         where: str | None = None,
@@ -390,6 +506,7 @@ class Table:
             metrics=metrics,
         )
 
+    @measured("vacuum")
     def vacuum(
         self,
         retention_hours: int | None = None,
@@ -409,6 +526,7 @@ class Table:
         relative = sorted(maintenance.relative_path(self.uri, f) for f in files)
         return VacuumResult(relative, dry_run, hours, chosen.name)
 
+    @measured("restore")
     def restore(
         self,
         version: int | None = None,

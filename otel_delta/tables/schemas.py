@@ -226,6 +226,23 @@ DEAD_LETTERS = pa.schema(
         pa.field("loaded_at", TIMESTAMP),
     ]
 )
+# Hard deletes and redactions: one row per operation, at the root of the table path. Values
+# that were erased appear only as keyed hashes (otel_delta.privacy), never in clear.
+AUDIT_TABLE = "_audit"
+AUDIT = pa.schema(
+    [
+        pa.field("at", TIMESTAMP),
+        pa.field("actor", STRING),  # who asked (actor= on the call, --actor on the CLI)
+        pa.field("operation", STRING),  # hard_delete | redact
+        pa.field("table_name", STRING),
+        pa.field("predicate", STRING),  # its literals replaced by their keyed hashes
+        pa.field("rows_affected", INT64),
+        pa.field("files_purged", INT64),  # data files physically removed
+        pa.field("log_entries_removed", INT64),  # commits, checkpoints, change data files
+        pa.field("version_before", INT64),
+        pa.field("version_after", INT64),  # the table's version once the data is gone
+    ]
+)
 BACKFILL_FILES = pa.schema(
     [
         pa.field("file_sha256", STRING),
