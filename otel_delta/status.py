@@ -63,7 +63,9 @@ STATUS_OF: tuple[tuple[type[OtelDeltaError], Status], ...] = (
     (PartitionNotFoundError, Status(grpc.StatusCode.NOT_FOUND, 404)),
     (VersionNotFoundError, Status(grpc.StatusCode.NOT_FOUND, 404)),
     (InvalidPredicateError, Status(grpc.StatusCode.INVALID_ARGUMENT, 400)),
-    (ConfigError, Status(grpc.StatusCode.INVALID_ARGUMENT, 400)),
+    # the server's own settings do not allow the call (e.g. no [privacy] hash key): not the
+    # caller's argument, and not retryable until an operator changes them
+    (ConfigError, Status(grpc.StatusCode.FAILED_PRECONDITION, 400)),
     (SchemaMismatchError, Status(grpc.StatusCode.FAILED_PRECONDITION, 400)),
     (ConcurrentModificationError, Status(grpc.StatusCode.ABORTED, 409)),
     (OperationDisabledError, Status(grpc.StatusCode.PERMISSION_DENIED, 403)),

@@ -7,6 +7,7 @@ Each command function gets the connector and the parsed arguments and returns wh
 from __future__ import annotations
 
 import argparse
+import getpass
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,7 +71,22 @@ def _restore_args(p: argparse.ArgumentParser) -> None:
 
 def _delete_args(p: argparse.ArgumentParser) -> None:
     _table(p)
-    p.add_argument("--where", required=True, help="rows to delete (SQL-like condition)")
+    p.add_argument("--where", help="rows to delete (SQL-like condition)")
+    p.add_argument(
+        "--partition-path",
+        help="only this partition, e.g. service_name=web/date=2026-11-20 (alone: all its rows)",
+    )
+    p.add_argument(
+        "--hard",
+        action="store_true",
+        help="also remove every file and log entry that held the rows, at once (no time "
+        "travel back; needs the [privacy] hash key; audited)",
+    )
+    p.add_argument(
+        "--actor",
+        default=getpass.getuser(),
+        help="who asks, for the _audit record of a hard delete (default: the OS user)",
+    )
     _yes(p)
 
 

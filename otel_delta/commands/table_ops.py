@@ -78,11 +78,24 @@ def restore(connector: Any, args: argparse.Namespace) -> Any:
 
 def delete(connector: Any, args: argparse.Namespace) -> Any:
     table = connector.table(args.table)
-    table.predicate(args.where)  # a bad condition fails before anyone is asked anything
+    if args.where is None and args.partition_path is None:
+        raise UsageError("delete needs --where, --partition-path or both")
+    # a bad condition or partition fails before anyone is asked anything
+    scope = [table.partition(args.partition_path)] if args.partition_path else []
+    if args.where is not None:
+        scope.append(table.predicate(args.where))
+    if args.hard:
+        connector.config.privacy.resolved_key()
     if not args.yes:
-        matching = table.query().filter(args.where).count()
-        confirm(f"delete {matching} row(s) from {args.table} where {args.where}", yes=False)
-    return table.delete(args.where)
+        query = table.query()
+        for condition in scope:
+            query = query.filter(condition)
+        what = " and ".join(filter(None, [args.where, args.partition_path]))
+        kind = "hard-delete (no time travel back)" if args.hard else "delete"
+        confirm(f"{kind} {query.count()} row(s) from {args.table}: {what}", yes=False)
+    return table.delete(
+        args.where, partition_path=args.partition_path, hard=args.hard, actor=args.actor
+    )
 
 
 def trace(connector: Any, args: argparse.Namespace) -> Any:

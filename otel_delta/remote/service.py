@@ -153,10 +153,20 @@ class ConnectorServicer:
 
     @_rpc
     def Delete(self, request, context):
-        if not request.where.strip():
+        if not request.where.strip() and not request.partition_path:
             raise InvalidPredicateError("a condition is required", request.where)
-        r = self.connector.table(request.table).delete(request.where)
-        return self.pb.DeleteResponse(deleted=r.deleted, version=r.version)
+        r = self.connector.table(request.table).delete(
+            request.where if request.where.strip() else None,
+            partition_path=request.partition_path or None,
+            hard=request.hard,
+            actor=request.actor or None,
+        )
+        return self.pb.DeleteResponse(
+            deleted=r.deleted,
+            version=r.version,
+            files_purged=r.files_purged,
+            log_entries_removed=r.log_entries_removed,
+        )
 
     @_rpc
     def Restore(self, request, context):

@@ -200,3 +200,28 @@ def test_library_failure_is_one_line(lake, capsys) -> None:
     code, out, err = run(capsys, "query", "spans", "--config", str(config))
     assert code == 1 and out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("otel-delta: query failed:"), err
+
+
+def test_hard_delete_from_the_command_line(lake, monkeypatch) -> None:
+    lakehouse, config = lake
+    monkeypatch.delenv("OTEL_DELTA_HASH_KEY", raising=False)
+    argv = ("delete", "spans", "--partition-path", "service_name=other", "--hard", "--yes")
+    result = cli(config, *argv)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert result.stderr.strip().endswith(
+        "is unset; hard deletes and redactions need a secret key for their keyed hashes"
+    )
+    assert DeltaTable(str(lakehouse / "spans")).version() == 3  # nothing happened
+
+    monkeypatch.setenv("OTEL_DELTA_HASH_KEY", "cli-key")
+    result = cli(config, *argv, "--actor", "ops@example.com", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["deleted"] == 5 and answer["hard"] is True and answer["files_purged"] >= 1
+    spans = DeltaTable(str(lakehouse / "spans"))
+    assert "other" not in spans.to_pyarrow_table().column("service_name").to_pylist()
+    with pytest.raises(Exception):  # noqa: B017 - delta-rs: the version's log entry is gone
+        DeltaTable(str(lakehouse / "spans"), version=3)
+    audit = DeltaTable(str(lakehouse / "_audit")).to_pyarrow_table().to_pylist()
+    assert [(r["actor"], r["rows_affected"]) for r in audit] == [("ops@example.com", 5)]
+    assert "other" not in audit[0]["predicate"]  # the partition value is hashed

@@ -134,3 +134,25 @@ def test_enabled_without_token_is_a_config_error(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="token"):
         RunningBridge(settings)
+
+
+def test_hard_and_partition_scoped_delete(served, monkeypatch) -> None:
+    lake, endpoint = served
+    client = ConnectorClient(endpoint, TOKEN)
+    pb = client.pb
+    monkeypatch.delenv("OTEL_DELTA_HASH_KEY", raising=False)
+    hard = pb.DeleteRequest(table="spans", partition_path="service_name=db", hard=True)
+    with pytest.raises(grpc.RpcError) as failed:
+        client.call("Delete", hard)
+    assert failed.value.code() == grpc.StatusCode.FAILED_PRECONDITION, failed.value.details()
+    assert "OTEL_DELTA_HASH_KEY" in failed.value.details()
+
+    monkeypatch.setenv("OTEL_DELTA_HASH_KEY", "service-key")
+    hard.actor = "remote-dpo"
+    deleted = client.call("Delete", hard)
+    assert deleted.deleted == 1 and deleted.files_purged >= 1 and deleted.log_entries_removed > 0
+    audit = DeltaTable(str(lake / "_audit")).to_pyarrow_table().to_pylist()
+    assert [(r["actor"], r["operation"]) for r in audit] == [("remote-dpo", "hard_delete")]
+    with pytest.raises(grpc.RpcError) as failed:
+        client.call("Delete", pb.DeleteRequest(table="spans", partition_path="service_name=nope"))
+    assert failed.value.code() == grpc.StatusCode.NOT_FOUND
