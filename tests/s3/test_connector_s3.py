@@ -14,15 +14,17 @@ import datetime as dt
 import time
 
 import pyarrow as pa
+import pyarrow.compute
 import pytest
 from deltalake import DeltaTable
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_delta.connector import DeltaConfig, DeltaLakeConnector
 from otel_delta.connector.table import Table
-from otel_delta.errors import TableNotFoundError
+from otel_delta.errors import TableNotFoundError, VersionNotFoundError
 from otel_delta.signals import SIGNALS_BY_NAME
 from tests.connector import data
+from tests.connector.test_erasure import holds
 from tests.s3 import S3Server
 from tests.s3.test_spark_s3 import use_s3
 
@@ -331,3 +333,28 @@ def test_delete_table(s3: S3Server) -> None:
         lake.delete_table("spans")
     again = lake.get_or_create_table("spans")  # the name can be used again, empty
     assert again.version() == 0 and again.query().count() == 0
+
+
+def test_hard_delete(
+    lake: DeltaLakeConnector, s3: S3Server, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On S3 and on both engines: the rows leave every object of the table, the log before the
+    purge is gone, the audit record is written."""
+    monkeypatch.setenv("OTEL_DELTA_HASH_KEY", "s3-key")
+    spans = lake.table("spans")
+    victim = stored(s3).filter(pa.compute.equal(stored(s3)["service_name"], "cart"))
+    ids = victim.column("span_id").to_pylist()[:3]
+    spans.optimize(where="service_name = 'cart'")  # tombstones holding the rows, too
+    before = spans.version()
+    folder = s3.root / s3.bucket / LAKE / "spans"
+    assert holds(folder, *ids)
+    in_list = ", ".join(f"'{i}'" for i in ids)
+    result = spans.delete(f"span_id IN ({in_list})", hard=True, actor="s3-test")
+    assert (result.deleted, result.hard, result.engine) == (3, True, engine)
+    assert holds(folder, *ids) == []
+    assert stored(s3).num_rows == data.TOTAL_SPANS - 3
+    with pytest.raises(VersionNotFoundError):
+        spans.query().version(before).count()
+    audit = lake.audit_log().to_pylist()
+    assert [(r["actor"], r["rows_affected"]) for r in audit] == [("s3-test", 3)]
+    assert not any(i in audit[0]["predicate"] for i in ids)
