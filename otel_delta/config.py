@@ -191,6 +191,9 @@ class TableSettings(Section):
     # drop date partitions older than this; None/0 = keep
     retention_days: int | None = Field(None, ge=0, le=100 * 365)
     checkpoint_enabled: bool = True  # checkpoint + expired-log cleanup each round
+    # Delta's change data feed (delta.enableChangeDataFeed) on every telemetry table: inserts,
+    # updates and deletes readable by version range (Table.changes, Spark readChangeFeed)
+    change_data_feed: bool = False
     parallelism: int = Field(4, gt=0, le=10_000)  # compatibility only (COMPATIBILITY_KEYS)
     batch_size: int = Field(10_000, gt=0, le=100_000_000)  # compatibility only
 

@@ -85,6 +85,9 @@ def s3_filesystem(options: dict[str, str]) -> pafs.S3FileSystem:
     return pafs.S3FileSystem(**kwargs)
 
 
+CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+
+
 def table_uri(root: str, name: str) -> str:
     return f"{root.rstrip('/')}/{name}"
 
@@ -100,6 +103,7 @@ class Lakehouse:
     compression_level: int = 3
     target_file_size: int = 128 * 1024 * 1024
     checkpoint_interval: int = 100
+    change_data_feed: bool = False
     max_commit_retries: int = 15
     spark: SparkSettings = field(default_factory=SparkSettings)
 
@@ -114,6 +118,7 @@ class Lakehouse:
             compression_level=lake.table.compression_level,
             target_file_size=lake.storage.file_size_target,
             checkpoint_interval=lake.table.checkpoint_interval,
+            change_data_feed=lake.table.change_data_feed,
             max_commit_retries=lake.operations.max_commit_retries,
             spark=settings.spark,
         )
@@ -175,10 +180,13 @@ class Lakehouse:
         )
 
     def table_properties(self) -> dict[str, str]:
-        return {
+        properties = {
             "delta.checkpointInterval": str(self.checkpoint_interval),
             SCHEMA_VERSION_PROPERTY: str(SCHEMA_VERSION),
         }
+        if self.change_data_feed:
+            properties[CHANGE_DATA_FEED] = "true"
+        return properties
 
     # --- tables ----------------------------------------------------------------------------
 
@@ -248,6 +256,11 @@ class Lakehouse:
             )
             table = DeltaTable(self.uri(name), storage_options=self.storage)
         self.check_compatible(name, table)
+        if self.change_data_feed and table.metadata().configuration.get(CHANGE_DATA_FEED) != (
+            "true"
+        ):  # a table created before the feed was turned on gets it from now on
+            table.alter.set_table_properties({CHANGE_DATA_FEED: "true"})
+            table = DeltaTable(self.uri(name), storage_options=self.storage)
         return table
 
     def check_compatible(self, name: str, table: DeltaTable) -> None:

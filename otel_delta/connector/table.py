@@ -51,6 +51,7 @@ from otel_delta.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
+from otel_delta.lakehouse import CHANGE_DATA_FEED
 from otel_delta.privacy import keyed_hash
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
@@ -394,6 +395,32 @@ class Table:
 
     # --- reads -----------------------------------------------------------------------------
 
+    def changes(self, start_version: int = 0, end_version: int | None = None) -> pa.Table:
+        """The change data feed between two versions (inclusive): every inserted, updated
+        (`update_preimage` / `update_postimage`) and deleted row, with `_change_type`,
+        `_commit_version` and `_commit_timestamp`. Needs `[deltalake.table]
+        change_data_feed = true` (from the version it was turned on)."""
+        delta = self.delta()
+        if delta.metadata().configuration.get(CHANGE_DATA_FEED) != "true":
+            raise InvalidQueryError(
+                f"table {self.name} has no change data feed: set [deltalake.table] "
+                "change_data_feed = true (changes are recorded from then on)"
+            )
+        for value, what in ((start_version, "start_version"), (end_version, "end_version")):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise InvalidQueryError(f"{what} must be an integer, got {value!r}")
+        try:
+            reader = delta.load_cdf(starting_version=start_version, ending_version=end_version)
+            changes = pa.RecordBatchReader.from_stream(reader).read_all()
+        except (DeltaError, OSError, ValueError) as exc:
+            raise VersionNotFoundError(self.name, f"{start_version}..{end_version}") from exc
+        # delta-rs reads the feed with view types (string_view, …): give the table's own
+        schema = pa.schema(pa.schema(delta.schema().to_arrow()))
+        wanted = pa.schema(
+            [schema.field(f.name) if f.name in schema.names else _plain(f) for f in changes.schema]
+        )
+        return changes.cast(wanted)
+
     def query(self) -> Query:
         return Query(self)
 
@@ -580,6 +607,15 @@ class Table:
     def _log_files(self) -> int:
         """Commits still in the log (local or object store alike)."""
         return len(self.delta().history())
+
+
+def _plain(field: pa.Field) -> pa.Field:
+    """A view-typed column of the change feed's own (`_change_type`) as a plain one."""
+    if pa.types.is_string_view(field.type):
+        return field.with_type(pa.string())
+    if pa.types.is_binary_view(field.type):
+        return field.with_type(pa.binary())
+    return field
 
 
 TRACE_ID = re.compile(r"[0-9a-fA-F]{32}")
