@@ -69,24 +69,43 @@ def _restore_args(p: argparse.ArgumentParser) -> None:
     _yes(p)
 
 
-def _delete_args(p: argparse.ArgumentParser) -> None:
-    _table(p)
-    p.add_argument("--where", help="rows to delete (SQL-like condition)")
+def _scope(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--where", help=f"rows to {what} (SQL-like condition)")
     p.add_argument(
         "--partition-path",
         help="only this partition, e.g. service_name=web/date=2026-11-20 (alone: all its rows)",
     )
+
+
+def _actor(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--actor",
+        default=getpass.getuser(),
+        help="who asks, for the _audit record (default: the OS user)",
+    )
+
+
+def _delete_args(p: argparse.ArgumentParser) -> None:
+    _table(p)
+    _scope(p, "delete")
     p.add_argument(
         "--hard",
         action="store_true",
         help="also remove every file and log entry that held the rows, at once (no time "
         "travel back; needs the [privacy] hash key; audited)",
     )
-    p.add_argument(
-        "--actor",
-        default=getpass.getuser(),
-        help="who asks, for the _audit record of a hard delete (default: the OS user)",
-    )
+    _actor(p)
+    _yes(p)
+
+
+def _redact_args(p: argparse.ArgumentParser) -> None:
+    _table(p)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--attribute", help="an attribute key, e.g. user.email")
+    target.add_argument("--pattern", help="a regular expression, in attribute values and bodies")
+    p.add_argument("--mode", choices=("hash", "mask", "drop"), default="hash")
+    _scope(p, "redact")
+    _actor(p)
     _yes(p)
 
 
@@ -106,6 +125,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("vacuum", "delete files no longer referenced", _vacuum_args, table_ops.vacuum),
     Command("restore", "roll a table back to a version", _restore_args, table_ops.restore),
     Command("delete", "delete the rows matching a condition", _delete_args, table_ops.delete),
+    Command(
+        "redact",
+        "rewrite an attribute or a pattern in place (keyed hash, mask or drop), then purge",
+        _redact_args,
+        table_ops.redact,
+    ),
     Command("trace", "draw one trace as a waterfall", _trace_args, table_ops.trace, formats=False),
 )
 

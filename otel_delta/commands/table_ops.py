@@ -76,25 +76,51 @@ def restore(connector: Any, args: argparse.Namespace) -> Any:
     return table.restore(args.version)
 
 
+def _selected(table: Any, args: argparse.Namespace) -> Any:
+    """The query of the rows --where and --partition-path select (checked now, so a bad one
+    fails before anyone is asked anything)."""
+    query = table.query()
+    if args.partition_path:
+        query = query.filter(table.partition(args.partition_path))
+    if args.where is not None:
+        query = query.filter(args.where)
+    return query
+
+
 def delete(connector: Any, args: argparse.Namespace) -> Any:
     table = connector.table(args.table)
     if args.where is None and args.partition_path is None:
         raise UsageError("delete needs --where, --partition-path or both")
-    # a bad condition or partition fails before anyone is asked anything
-    scope = [table.partition(args.partition_path)] if args.partition_path else []
-    if args.where is not None:
-        scope.append(table.predicate(args.where))
+    selected = _selected(table, args)
     if args.hard:
         connector.config.privacy.resolved_key()
     if not args.yes:
-        query = table.query()
-        for condition in scope:
-            query = query.filter(condition)
         what = " and ".join(filter(None, [args.where, args.partition_path]))
         kind = "hard-delete (no time travel back)" if args.hard else "delete"
-        confirm(f"{kind} {query.count()} row(s) from {args.table}: {what}", yes=False)
+        confirm(f"{kind} {selected.count()} row(s) from {args.table}: {what}", yes=False)
     return table.delete(
         args.where, partition_path=args.partition_path, hard=args.hard, actor=args.actor
+    )
+
+
+def redact(connector: Any, args: argparse.Namespace) -> Any:
+    table = connector.table(args.table)
+    selected = _selected(table, args)
+    connector.config.privacy.resolved_key()
+    if not args.yes:
+        target = f"attribute {args.attribute}" if args.attribute else "a pattern"
+        confirm(
+            f"redact ({args.mode}) {target} in up to {selected.count()} row(s) of "
+            f"{args.table}, then purge the old files (no time travel back)",
+            yes=False,
+        )
+    return table.redact(
+        args.attribute,
+        pattern=args.pattern,
+        mode=args.mode,
+        where=args.where,
+        partition_path=args.partition_path,
+        actor=args.actor,
     )
 
 

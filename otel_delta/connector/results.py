@@ -150,3 +150,14 @@ class RestoreResult:
     restored_to: int
     files_added: int
     files_removed: int
+
+
+@dataclass(frozen=True)
+class RedactResult:
+    """What one redaction did: rows rewritten, partitions rewritten, files purged."""
+
+    rows_affected: int
+    partitions_rewritten: int
+    version: int  # the version every reader starts from after the purge
+    files_purged: int
+    log_entries_removed: int

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 import pyarrow as pa
-from deltalake import DeltaTable
+import pyarrow.dataset as ds
+from deltalake import DeltaTable, write_deltalake
 from deltalake import Field as DeltaField
 from deltalake.exceptions import DeltaError
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
-from otel_delta.connector import audit, erasure, maintenance
+from otel_delta.connector import audit, erasure, maintenance, redaction
 from otel_delta.connector import upsert as upsert_ops
 from otel_delta.connector.operation_metrics import OperationMetrics, OperationStats, measured
 from otel_delta.connector.predicates import (
@@ -33,6 +34,7 @@ from otel_delta.connector.results import (
     HistoryEntry,
     InsertResult,
     OptimizeResult,
+    RedactResult,
     RestoreResult,
     SchemaChange,
     TableMetadata,
@@ -392,6 +394,117 @@ class Table:
         )
         self.connector.forget_writer_handle(self.name)
         return SchemaChange([f.name for f in added], self.version())
+
+    @measured("redact")
+    def redact(
+        self,
+        attribute: str | None = None,
+        *,
+        pattern: str | None = None,
+        mode: redaction.Mode = "hash",
+        where: str | None = None,
+        partition_path: str | None = None,
+        actor: str | None = None,
+    ) -> RedactResult:
+        """Rewrite personal data in place: the value of attribute `attribute` in every
+        attribute map of the selected rows, or every match of the regular expression `pattern`
+        in attribute values and log bodies — as its keyed hash (`mode="hash"`: stable, so
+        joins still work), as a mask ("mask") or not at all ("drop").
+
+        Rows are selected by `where` and `partition_path` (all rows without either). Each
+        partition holding selected rows is rewritten in one commit; then the old files, log
+        entries and change data are purged as a hard delete does, and an `_audit` record is
+        appended. Needs the `[privacy]` hash key (in every mode: the audit record hashes the
+        condition). Runs on delta-rs.
+        """
+        self._allowed("delete")
+        key = self.connector.config.privacy.resolved_key()
+        how = redaction.redaction(
+            attribute,
+            pattern,
+            mode,
+            (lambda text: keyed_hash(text, key)) if mode == "hash" else None,
+        )
+        lakehouse = self.connector.lakehouse
+        erasure.check_purgeable(lakehouse, self.name, self.delta())
+        parts = [self.partition(partition_path)] if partition_path is not None else []
+        if where is not None:
+            parts.append(self.predicate(where))
+        selection = conjunction(parts)
+        before = self.version()
+        columns = self.delta().metadata().partition_columns
+        selected = self.query()
+        if selection is not None:
+            selected = selected.filter(selection)
+        found = selected.select(columns).to_arrow().group_by(columns).aggregate([]).to_pylist()
+        rows = 0
+        for values in found:
+            scope = parse_predicate(
+                " AND ".join(f"{c} = {sql_literal(values[c], 'datafusion')}" for c in columns),
+                self.schema,
+            )
+            rows += self._retrying(
+                "redact",
+                self.connector.engines.delta_rs,
+                lambda scope=scope: self._redact_partition(scope, selection, how, columns),
+            )
+        purged = erasure.purge(lakehouse, self.name)
+        self.connector.forget_writer_handle(self.name)
+        hashed = selection.with_hashed_literals(lambda t: keyed_hash(t, key)) if selection else ""
+        target = (
+            f"attribute {attribute}" if attribute else f"pattern {keyed_hash(pattern or '', key)}"
+        )
+        audit.append(
+            lakehouse,
+            audit.AuditRecord(
+                actor=actor or "",
+                operation="redact",
+                table_name=self.name,
+                predicate=f"{mode} {target}" + (f" where {hashed}" if hashed else ""),
+                rows_affected=rows,
+                files_purged=purged.files_purged,
+                log_entries_removed=purged.log_entries_removed,
+                version_before=before,
+                version_after=purged.version,
+            ),
+        )
+        return RedactResult(
+            rows, len(found), purged.version, purged.files_purged, purged.log_entries_removed
+        )
+
+    def _redact_partition(
+        self,
+        scope: Predicate,
+        selection: Predicate | None,
+        how: redaction.Redaction,
+        partition_columns: list[str],
+    ) -> int:
+        """Rewrite one partition with its selected rows redacted (one commit, which replaces
+        exactly that partition's files); returns the rows that changed."""
+        data = self.query().filter(scope).to_arrow()
+        selected = (  # the selection's truth per row (NULL = not selected)
+            ds.dataset(data).to_table(columns={"m": selection.to_arrow()}).column("m")
+            if selection is not None
+            else None
+        )
+        rows = data.to_pylist()
+        changed = 0
+        for index, row in enumerate(rows):
+            if selected is not None and not selected[index].as_py():
+                continue
+            changed += redaction.redact_row(row, how)
+        if changed:
+            write_deltalake(
+                self.uri,
+                pa.Table.from_pylist(rows, schema=data.schema),
+                mode="overwrite",
+                predicate=scope.to_sql("datafusion"),
+                partition_by=partition_columns,
+                storage_options=self.connector.storage_options,
+                writer_properties=self.connector.lakehouse.writer_properties(),
+                commit_properties=self.connector.lakehouse.commit_properties(),
+            )
+        return changed
 
     # --- reads -----------------------------------------------------------------------------
 

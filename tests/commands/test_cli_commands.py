@@ -225,3 +225,25 @@ def test_hard_delete_from_the_command_line(lake, monkeypatch) -> None:
     audit = DeltaTable(str(lakehouse / "_audit")).to_pyarrow_table().to_pylist()
     assert [(r["actor"], r["rows_affected"]) for r in audit] == [("ops@example.com", 5)]
     assert "other" not in audit[0]["predicate"]  # the partition value is hashed
+
+
+def test_redact_from_the_command_line(lake, monkeypatch) -> None:
+    lakehouse, config = lake
+    monkeypatch.setenv("OTEL_DELTA_HASH_KEY", "cli-key")
+    refused = cli(config, "redact", "spans", "--attribute", "service.name", "--mode", "mask")
+    assert refused.returncode == 2 and "--yes" in refused.stderr  # destructive: asks first
+    result = cli(
+        config,
+        *("redact", "spans", "--attribute", "service.name", "--mode", "mask", "--yes"),
+        *("--where", "service_name = 'db'", "--actor", "cli-test", "--format", "json"),
+    )
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["rows_affected"] == 1 and answer["files_purged"] >= 1
+    rows = DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().to_pylist()
+    resource = [dict(r["resource_attributes"])["service.name"] for r in rows]
+    assert sorted(resource).count("***") == 1 and "frontend" in resource  # only the db span
+    audit = DeltaTable(str(lakehouse / "_audit")).to_pyarrow_table().to_pylist()
+    assert [(r["operation"], r["actor"]) for r in audit] == [("redact", "cli-test")]
+    bad = cli(config, "redact", "spans", "--pattern", "(", "--yes")
+    assert bad.returncode != 0 and "invalid pattern" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,0 +1,128 @@
+"""Redaction: rewrite personal data inside telemetry rows, keeping the rows.
+
+Two kinds of target:
+- an attribute key (`user.email`): its value in every attribute map of the row (the row's own,
+  the resource's, the scope's, each event's and link's); its exact-type entry in the matching
+  `*attribute_types` map goes with it, since that entry holds the value too;
+- a regular expression: every match inside attribute values (and their exact-type JSON) and
+  inside log bodies.
+
+Three modes: `hash` replaces a value (or a match) by its keyed hash, so equal values stay equal
+and joins still work; `mask` by `MASK`; `drop` removes the attribute (or the matched text).
+The functions here work on rows as Python dicts; `Table.redact` picks the rows, writes them
+back partition by partition, and purges the old files like a hard delete.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from otel_delta.errors import InvalidQueryError
+
+Mode = Literal["hash", "mask", "drop"]
+MODES: tuple[Mode, ...] = ("hash", "mask", "drop")
+MASK = "***"
+ATTRIBUTES = "attributes"
+TYPES = "attribute_types"
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """What to rewrite and how; `hash_text` is the keyed hash (None unless mode is hash)."""
+
+    attribute: str | None
+    pattern: re.Pattern[str] | None
+    mode: Mode
+    hash_text: Callable[[str], str] | None
+
+    def replacement(self, value: str) -> str | None:
+        """The new text of a whole value (None: drop it)."""
+        if self.mode == "drop":
+            return None
+        if self.mode == "mask":
+            return MASK
+        assert self.hash_text is not None
+        return self.hash_text(value)
+
+    def in_text(self, text: str) -> str:
+        """`text` with every match of the pattern replaced."""
+        assert self.pattern is not None
+        return self.pattern.sub(lambda m: self.replacement(m.group(0)) or "", text)
+
+    def describe(self) -> str:
+        target = f"attribute {self.attribute!r}" if self.attribute else "pattern (hashed)"
+        return f"{self.mode} {target}"
+
+
+def redaction(
+    attribute: str | None,
+    pattern: str | None,
+    mode: str,
+    hash_text: Callable[[str], str] | None,
+) -> Redaction:
+    """Checked arguments: exactly one of attribute and pattern, a known mode, a valid regex."""
+    if (attribute is None) == (pattern is None):
+        raise InvalidQueryError("redact needs exactly one of attribute= and pattern=")
+    if mode not in MODES:
+        raise InvalidQueryError(f"redact mode must be one of {list(MODES)}, got {mode!r}")
+    if attribute is not None and not attribute:
+        raise InvalidQueryError("redact: attribute must not be empty")
+    compiled = None
+    if pattern is not None:
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            raise InvalidQueryError(f"redact: invalid pattern: {exc}") from None
+        if compiled.search("") is not None:
+            raise InvalidQueryError("redact: the pattern matches the empty string")
+    return Redaction(attribute, compiled, mode, hash_text)  # type: ignore[arg-type]
+
+
+def redact_row(row: dict[str, Any], how: Redaction) -> bool:
+    """Rewrite `row` in place; True if anything in it changed."""
+    changed = False
+    for name in list(row):
+        value = row[name]
+        if name.endswith(ATTRIBUTES) and isinstance(value, list):
+            types_name = name[: -len(ATTRIBUTES)] + TYPES
+            new, new_types, hit = _redact_map(value, row.get(types_name), how)
+            if hit:
+                row[name] = new
+                if types_name in row:
+                    row[types_name] = new_types
+                changed = True
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            for item in value:  # events, links: nested rows with their own attribute maps
+                changed |= redact_row(item, how)
+        elif name == "body" and how.pattern is not None and isinstance(value, str):
+            new_body = how.in_text(value)
+            if new_body != value:
+                row[name] = new_body
+                changed = True
+    return changed
+
+
+Pairs = list[tuple[str, str]]
+
+
+def _redact_map(
+    pairs: Pairs, types: Pairs | None, how: Redaction
+) -> tuple[Pairs, Pairs | None, bool]:
+    if how.attribute is not None:
+        if not any(key == how.attribute for key, _ in pairs):
+            return pairs, types, False
+        new: Pairs = []
+        for key, value in pairs:
+            if key != how.attribute:
+                new.append((key, value))
+            elif (replaced := how.replacement(value)) is not None:
+                new.append((key, replaced))
+        # the exact-type entry holds the value as typed JSON: it goes in every mode
+        kept = None if types is None else [(k, v) for k, v in types if k != how.attribute]
+        return new, kept, True
+    new = [(k, how.in_text(v) if v is not None else v) for k, v in pairs]
+    new_types = None if types is None else [(k, how.in_text(v)) for k, v in types]
+    return new, new_types, new != pairs or new_types != types

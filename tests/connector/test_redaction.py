@@ -1,0 +1,169 @@
+"""Redaction (issue #15): the row rewrite itself, then `Table.redact` on bridge-written tables —
+values hashed, masked or dropped, the old files purged, the audit record written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from otel_delta.connector import DeltaLakeConnector
+from otel_delta.connector.redaction import MASK, redact_row, redaction
+from otel_delta.connector.table import Table
+from otel_delta.errors import ConfigError, InvalidQueryError
+from otel_delta.privacy import keyed_hash
+from tests.connector.test_erasure import holds
+
+KEY = b"redaction-key"
+EMAILS = ("alice@example.com", "bob@example.org")
+
+
+def hashed(text: str) -> str:
+    return keyed_hash(text, KEY)
+
+
+def span_row() -> dict:
+    return {
+        "name": "GET /users",
+        "attributes": [("user.email", EMAILS[0]), ("http.route", "/users")],
+        "attribute_types": [("user.email", '{"stringValue":"alice@example.com"}')],
+        "resource_attributes": [("service.name", "cart"), ("user.email", EMAILS[1])],
+        "resource_attribute_types": [],
+        "events": [
+            {"name": "login", "attributes": [("user.email", EMAILS[0])], "attribute_types": []}
+        ],
+        "links": [],
+    }
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("hash", [hashed(EMAILS[0]), hashed(EMAILS[1]), hashed(EMAILS[0])]),
+        ("mask", [MASK, MASK, MASK]),
+        ("drop", [None, None, None]),
+    ],
+)
+def test_an_attribute_is_rewritten_in_every_map_of_the_row(mode: str, expected: list) -> None:
+    row = span_row()
+    how = redaction("user.email", None, mode, hashed if mode == "hash" else None)
+    assert redact_row(row, how)
+
+    def value(pairs: list) -> str | None:
+        return dict(pairs).get("user.email")
+
+    found = [
+        value(row["attributes"]),
+        value(row["resource_attributes"]),
+        value(row["events"][0]["attributes"]),
+    ]
+    assert found == expected
+    assert row["attribute_types"] == []  # the typed copy of the value goes in every mode
+    assert dict(row["attributes"])["http.route"] == "/users"  # nothing else changes
+    assert not redact_row(
+        span_row() | {"attributes": [], "resource_attributes": [], "events": []}, how
+    )
+
+
+def test_a_pattern_is_rewritten_in_values_typed_json_and_bodies() -> None:
+    row = {
+        "body": "mail alice@example.com or bob@example.org",
+        "attributes": [("note", "from alice@example.com"), ("n", "5")],
+        "attribute_types": [
+            ("list", '{"arrayValue":{"values":[{"stringValue":"bob@example.org"}]}}')
+        ],
+    }
+    how = redaction(None, r"[\w.]+@[\w.]+", "hash", hashed)
+    assert redact_row(row, how)
+    assert row["body"] == f"mail {hashed(EMAILS[0])} or {hashed(EMAILS[1])}"
+    assert row["attributes"] == [("note", f"from {hashed(EMAILS[0])}"), ("n", "5")]
+    assert EMAILS[1] not in row["attribute_types"][0][1]
+    assert row["attribute_types"][0][1].startswith('{"arrayValue"')
+
+
+@pytest.mark.parametrize(
+    ("attribute", "pattern", "mode", "message"),
+    [
+        (None, None, "hash", "exactly one"),
+        ("a", "b", "hash", "exactly one"),
+        ("a", None, "erase", "mode must be one of"),
+        (None, "(", "mask", "invalid pattern"),
+        (None, "x*", "mask", "matches the empty string"),
+        ("", None, "mask", "must not be empty"),
+    ],
+)
+def test_bad_arguments(attribute, pattern, mode, message) -> None:
+    with pytest.raises(InvalidQueryError, match=message):
+        redaction(attribute, pattern, mode, hashed)
+
+
+# --- on tables written by the bridge ---------------------------------------------------------
+
+
+@pytest.fixture
+def hash_key(monkeypatch: pytest.MonkeyPatch) -> bytes:
+    monkeypatch.setenv("OTEL_DELTA_HASH_KEY", KEY.decode())
+    return KEY
+
+
+def with_emails(spans: Table) -> None:
+    """Three cart spans get a user.email attribute (two share an address), then compaction
+    leaves the addresses in tombstoned files as well."""
+    rows = spans.query().filter("service_name = 'cart'").order_by("span_id").to_pylist()[:3]
+    for row, email in zip(rows, (EMAILS[0], EMAILS[1], EMAILS[0]), strict=True):
+        row["attributes"] = [*row["attributes"], ("user.email", email)]
+    spans.upsert(rows)
+    spans.optimize()
+
+
+@pytest.mark.e2e
+def test_redact_an_attribute_by_keyed_hash(
+    lake: DeltaLakeConnector, spans: Table, lake_path: Path, hash_key: bytes
+) -> None:
+    with_emails(spans)
+    total = spans.query().count()
+    outside = {f for f in spans.delta().file_uris() if "service_name=cart" not in f}
+    assert holds(lake_path / "spans", *EMAILS)
+
+    result = spans.redact("user.email", mode="hash", where="service_name = 'cart'", actor="dpo")
+
+    assert result.rows_affected == 3 and result.partitions_rewritten == 2
+    assert holds(lake_path / "spans", *EMAILS) == []
+    assert spans.query().count() == total  # rows stay
+    assert outside <= set(spans.delta().file_uris())  # other services' files untouched
+    values = [
+        dict(row["attributes"]).get("user.email")
+        for row in spans.query().filter("service_name = 'cart'").to_pylist()
+    ]
+    assert sorted(v for v in values if v) == sorted(
+        [hashed(EMAILS[0]), hashed(EMAILS[0]), hashed(EMAILS[1])]
+    )  # equal addresses, equal hashes: joins still work
+    record = lake.audit_log().to_pylist()[-1]
+    assert (record["operation"], record["actor"], record["rows_affected"]) == ("redact", "dpo", 3)
+    assert record["predicate"].startswith("hash attribute user.email where ")
+    assert "cart" not in record["predicate"]
+    assert record["files_purged"] == result.files_purged > 0
+
+
+@pytest.mark.e2e
+def test_redact_a_pattern_in_log_bodies_by_mask(
+    lake: DeltaLakeConnector, lake_path: Path, hash_key: bytes
+) -> None:
+    logs = lake.table("logs")
+    row = logs.query().limit(1).to_pylist()[0]
+    row["body"] = f"password reset for {EMAILS[1]}"
+    row["body_type"] = "string"
+    logs.bulk_insert([row])
+    result = logs.redact(pattern=r"[\w.]+@[\w.]+", mode="mask")
+    assert result.rows_affected == 1
+    assert logs.query().filter(f"body = 'password reset for {MASK}'").count() == 1
+    assert holds(lake_path / "logs", EMAILS[1]) == []
+
+
+@pytest.mark.e2e
+def test_redact_needs_the_key(spans: Table, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_DELTA_HASH_KEY", raising=False)
+    version = spans.version()
+    with pytest.raises(ConfigError, match="OTEL_DELTA_HASH_KEY"):
+        spans.redact("user.email", mode="drop")  # every mode: the audit hashes the condition
+    assert spans.version() == version
