@@ -22,6 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from otel_delta.connector import DeltaConfig, DeltaLakeConnector
 from otel_delta.connector.table import Table
 from otel_delta.errors import TableNotFoundError, VersionNotFoundError
+from otel_delta.privacy import keyed_hash
 from otel_delta.signals import SIGNALS_BY_NAME
 from tests.connector import data
 from tests.connector.test_erasure import holds
@@ -358,3 +359,20 @@ def test_hard_delete(
     audit = lake.audit_log().to_pylist()
     assert [(r["actor"], r["rows_affected"]) for r in audit] == [("s3-test", 3)]
     assert not any(i in audit[0]["predicate"] for i in ids)
+
+
+def test_redact_and_partition_scoped_delete(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_DELTA_HASH_KEY", "s3-key")
+    lake = s3_lake(s3, "delta-rs")
+    spans = lake.table("spans")
+    day = FIRST_DAY.isoformat()
+    scoped = spans.delete("name = 'cart op1'", partition_path=f"service_name=cart/date={day}")
+    assert scoped.deleted == PARTITION_SPANS // data.SPANS_PER_TRACE
+    result = spans.redact("service.name", mode="hash", where="service_name = 'search'")
+    assert result.rows_affected == 2 * PARTITION_SPANS and result.partitions_rewritten == 2
+    searched = stored(s3).filter(pa.compute.equal(stored(s3)["service_name"], "search"))
+    assert {dict(r)["service.name"] for r in searched["resource_attributes"].to_pylist()} == {
+        keyed_hash("search", b"s3-key")
+    }
+    assert lake.audit_log().column("operation").to_pylist() == ["redact"]
+    assert spans.operation_metrics()["redact"].count == 1
