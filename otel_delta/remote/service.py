@@ -169,6 +169,25 @@ class ConnectorServicer:
         )
 
     @_rpc
+    def Redact(self, request, context):
+        target = request.WhichOneof("target")
+        r = self.connector.table(request.table).redact(
+            request.attribute if target == "attribute" else None,
+            pattern=request.pattern if target == "pattern" else None,
+            mode=request.mode or "hash",
+            where=request.where or None,
+            partition_path=request.partition_path or None,
+            actor=request.actor or None,
+        )
+        return self.pb.RedactResponse(
+            rows_affected=r.rows_affected,
+            partitions_rewritten=r.partitions_rewritten,
+            version=r.version,
+            files_purged=r.files_purged,
+            log_entries_removed=r.log_entries_removed,
+        )
+
+    @_rpc
     def Restore(self, request, context):
         r = self.connector.table(request.table).restore(request.version)
         return self.pb.RestoreResponse(version=r.version, restored_to=r.restored_to)

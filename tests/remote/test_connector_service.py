@@ -156,3 +156,24 @@ def test_hard_and_partition_scoped_delete(served, monkeypatch) -> None:
     with pytest.raises(grpc.RpcError) as failed:
         client.call("Delete", pb.DeleteRequest(table="spans", partition_path="service_name=nope"))
     assert failed.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_redact(served, monkeypatch) -> None:
+    lake, endpoint = served
+    client = ConnectorClient(endpoint, TOKEN)
+    pb = client.pb
+    monkeypatch.setenv("OTEL_DELTA_HASH_KEY", "service-key")
+    answer = client.call(
+        "Redact",
+        pb.RedactRequest(
+            table="spans", attribute="service.name", mode="mask", where="service_name = 'db'"
+        ),
+    )
+    assert answer.rows_affected == 1 and answer.files_purged >= 1
+    rows = DeltaTable(str(lake / "spans")).to_pyarrow_table().to_pylist()
+    assert [
+        dict(r["resource_attributes"])["service.name"] for r in rows if r["service_name"] == "db"
+    ] == ["***"]
+    with pytest.raises(grpc.RpcError) as failed:
+        client.call("Redact", pb.RedactRequest(table="spans", mode="hash"))  # no target
+    assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
