@@ -14,9 +14,11 @@ LOGSTORE_JAR := jars/otel-delta-logstore-0.1.0.jar
 JARS += $(LOGSTORE_JAR)
 S3A_JARS := jars/s3a/.copied
 JARS += $(S3A_JARS)
+KAFKA_JARS := jars/kafka/.copied
+JARS += $(KAFKA_JARS)
 
 .PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native collector
-.PHONY: s3-server azure-server
+.PHONY: s3-server azure-server kafka
 
 # gRPC code of our own protos/ (ConnectorService), generated, never committed
 PROTOS := $(wildcard protos/*/*/*.proto)
@@ -43,6 +45,14 @@ $(S3A_JARS): spark/s3a/pom.xml
 	rm -rf jars/s3a
 	mvn -q -f spark/s3a/pom.xml dependency:copy-dependencies -DoutputDirectory=$(abspath jars/s3a) \
 		-DexcludeGroupIds=io.netty,org.slf4j,commons-logging,commons-codec,org.apache.httpcomponents
+	touch $@
+
+# Spark's Kafka source and sink (format("kafka")) for `otel-delta stream`: spark-sql-kafka-0-10,
+# kafka-clients and the two small parts they need (spark/kafka/pom.xml, which lists exactly the
+# jars that pyspark lacks).
+$(KAFKA_JARS): spark/kafka/pom.xml
+	rm -rf jars/kafka
+	mvn -q -f spark/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(abspath jars/kafka)
 	touch $@
 
 # Our put-if-absent Delta LogStore for Spark (spark/logstore; see README "Commit safety").
@@ -130,6 +140,21 @@ $(AZURITE):
 		azurite@$(AZURITE_VERSION); \
 	rm -rf $(AZURITE_DIR); mv $$tmp $(AZURITE_DIR)
 
+# Apache Kafka, a broker for the tests of the Kafka source (tests/kafka/): one process that is both
+# broker and controller (KRaft, no ZooKeeper), run by tests/kafka straight from the jars of
+# kafka_2.13 (tools/kafka/pom.xml); from Maven Central into the same cache: Maven copies
+# them into a temp folder of the cache, which is then moved into place whole. Kafka 4 needs Java 17.
+KAFKA_VERSION := 4.4.0
+KAFKA_DIR := $(TOOLS_CACHE)/kafka-$(KAFKA_VERSION)
+KAFKA := $(KAFKA_DIR)/libs/kafka_2.13-$(KAFKA_VERSION).jar
+
+kafka: $(KAFKA)
+
+$(KAFKA):
+	$(TOOLS_TMP); mvn -q -f tools/kafka/pom.xml dependency:copy-dependencies \
+		-Dkafka.version=$(KAFKA_VERSION) -DincludeScope=runtime -DoutputDirectory=$$tmp/libs; \
+	rm -rf $(KAFKA_DIR); mv $$tmp $(KAFKA_DIR)
+
 run: setup
 	$(VENV)/bin/otel-delta serve --config deltalake.toml
 
@@ -137,7 +162,7 @@ lint: setup
 	$(VENV)/bin/ruff check otel_delta tests bench
 	$(VENV)/bin/ruff format --check otel_delta tests bench
 
-test: lint $(OTELCOL) $(TELEMETRYGEN) $(VERSITYGW) $(AZURITE)
+test: lint $(OTELCOL) $(TELEMETRYGEN) $(VERSITYGW) $(AZURITE) $(KAFKA)
 	$(VENV)/bin/pytest
 
 quick: setup

@@ -71,3 +71,16 @@ def azurite_blob() -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: run `make azure-server` (make test does)")
     return path
+
+
+def kafka_libs() -> Path:
+    """The jars of Apache Kafka's server (broker and controller, KRaft mode; tests/kafka/) that
+    `make kafka` copies from Maven Central (make test does) into the Makefile's folder, named by
+    KAFKA_VERSION. Missing: an error naming the target, never a skip."""
+    found = re.search(r"^KAFKA_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    if found is None:
+        raise RuntimeError("no `KAFKA_VERSION := ...` line in the Makefile")
+    libs = tools_cache() / f"kafka-{found[1]}" / "libs"
+    if not (libs / f"kafka_2.13-{found[1]}.jar").is_file():
+        raise FileNotFoundError(f"{libs} is missing: run `make kafka` (make test does)")
+    return libs
