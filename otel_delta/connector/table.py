@@ -312,26 +312,16 @@ class Table:
     def _hard_delete(
         self, predicate: Predicate, actor: str | None, engine: EngineName | None
     ) -> DeleteResult:
-        key = self.connector.config.privacy.resolved_key()  # before anything is deleted
-        lakehouse = self.connector.lakehouse
-        erasure.check_purgeable(lakehouse, self.name, self.delta())
+        hashed = self._keyed_hash()  # before anything is deleted
+        erasure.check_purgeable(self.connector.lakehouse, self.name, self.delta())
         before = self.version()
         deleted = self._delete(predicate, engine)
-        purged = erasure.purge(lakehouse, self.name)
-        self.connector.forget_writer_handle(self.name)  # its snapshot's log entries are gone
-        audit.append(
-            lakehouse,
-            audit.AuditRecord(
-                actor=actor or "",
-                operation="hard_delete",
-                table_name=self.name,
-                predicate=predicate.with_hashed_literals(lambda text: keyed_hash(text, key)),
-                rows_affected=deleted.deleted,
-                files_purged=purged.files_purged,
-                log_entries_removed=purged.log_entries_removed,
-                version_before=before,
-                version_after=purged.version,
-            ),
+        purged = self._purge_and_audit(
+            "hard_delete",
+            predicate.with_hashed_literals(hashed),
+            deleted.deleted,
+            before,
+            actor,
         )
         return DeleteResult(
             deleted.deleted,
@@ -341,6 +331,35 @@ class Table:
             files_purged=purged.files_purged,
             log_entries_removed=purged.log_entries_removed,
         )
+
+    def _keyed_hash(self) -> Callable[[str], str]:
+        """The keyed hash under the `[privacy]` key (ConfigError when the key is unset)."""
+        key = self.connector.config.privacy.resolved_key()
+        return lambda text: keyed_hash(text, key)
+
+    def _purge_and_audit(
+        self, operation: str, predicate: str, rows: int, before: int, actor: str | None
+    ) -> erasure.Purge:
+        """After a hard delete or a redaction: purge what no version may return, then record
+        the operation in `_audit` (`predicate` already hashed)."""
+        lakehouse = self.connector.lakehouse
+        purged = erasure.purge(lakehouse, self.name)
+        self.connector.forget_writer_handle(self.name)  # its snapshot's log entries are gone
+        audit.append(
+            lakehouse,
+            audit.AuditRecord(
+                actor=actor or "",
+                operation=operation,
+                table_name=self.name,
+                predicate=predicate,
+                rows_affected=rows,
+                files_purged=purged.files_purged,
+                log_entries_removed=purged.log_entries_removed,
+                version_before=before,
+                version_after=purged.version,
+            ),
+        )
+        return purged
 
     def expire(self, before: date, *, engine: EngineName | None = None) -> DeleteResult:
         """Retention: delete every row dated before `before`. Governed by
@@ -418,15 +437,9 @@ class Table:
         condition). Runs on delta-rs.
         """
         self._allowed("delete")
-        key = self.connector.config.privacy.resolved_key()
-        how = redaction.redaction(
-            attribute,
-            pattern,
-            mode,
-            (lambda text: keyed_hash(text, key)) if mode == "hash" else None,
-        )
-        lakehouse = self.connector.lakehouse
-        erasure.check_purgeable(lakehouse, self.name, self.delta())
+        hashed = self._keyed_hash()
+        how = redaction.redaction(attribute, pattern, mode, hashed if mode == "hash" else None)
+        erasure.check_purgeable(self.connector.lakehouse, self.name, self.delta())
         parts = [self.partition(partition_path)] if partition_path is not None else []
         if where is not None:
             parts.append(self.predicate(where))
@@ -448,26 +461,9 @@ class Table:
                 self.connector.engines.delta_rs,
                 lambda scope=scope: self._redact_partition(scope, selection, how, columns),
             )
-        purged = erasure.purge(lakehouse, self.name)
-        self.connector.forget_writer_handle(self.name)
-        hashed = selection.with_hashed_literals(lambda t: keyed_hash(t, key)) if selection else ""
-        target = (
-            f"attribute {attribute}" if attribute else f"pattern {keyed_hash(pattern or '', key)}"
-        )
-        audit.append(
-            lakehouse,
-            audit.AuditRecord(
-                actor=actor or "",
-                operation="redact",
-                table_name=self.name,
-                predicate=f"{mode} {target}" + (f" where {hashed}" if hashed else ""),
-                rows_affected=rows,
-                files_purged=purged.files_purged,
-                log_entries_removed=purged.log_entries_removed,
-                version_before=before,
-                version_after=purged.version,
-            ),
-        )
+        target = f"attribute {attribute}" if attribute else f"pattern {hashed(pattern or '')}"
+        condition = f" where {selection.with_hashed_literals(hashed)}" if selection else ""
+        purged = self._purge_and_audit("redact", f"{mode} {target}{condition}", rows, before, actor)
         return RedactResult(
             rows, len(found), purged.version, purged.files_purged, purged.log_entries_removed
         )
@@ -528,7 +524,7 @@ class Table:
         except (DeltaError, OSError, ValueError) as exc:
             raise VersionNotFoundError(self.name, f"{start_version}..{end_version}") from exc
         # delta-rs reads the feed with view types (string_view, …): give the table's own
-        schema = pa.schema(pa.schema(delta.schema().to_arrow()))
+        schema = pa.schema(delta.schema().to_arrow())
         wanted = pa.schema(
             [schema.field(f.name) if f.name in schema.names else _plain(f) for f in changes.schema]
         )
