@@ -376,3 +376,28 @@ def test_redact_and_partition_scoped_delete(s3: S3Server, monkeypatch: pytest.Mo
     }
     assert lake.audit_log().column("operation").to_pylist() == ["redact"]
     assert spans.operation_metrics()["redact"].count == 1
+
+
+def test_change_data_feed_and_scoped_upsert(s3: S3Server) -> None:
+    config = DeltaConfig.for_path(
+        s3.url(LAKE), storage={"options": s3.storage_options()}, table={"change_data_feed": True}
+    )
+    lake = DeltaLakeConnector(config, engine="delta-rs")
+    for request in data.all_requests()[:2]:
+        lake.engines.delta_rs.append("spans", converted(request))
+    spans = lake.table("spans")
+    day = FIRST_DAY.isoformat()
+    rows = spans.query().filter(f"service_name = 'cart' AND date = '{day}'").to_pylist()[:2]
+    result = spans.upsert(
+        [{**row, "name": "renamed"} for row in rows], partition_path=f"service_name=cart/date={day}"
+    )
+    assert result.updated == 2
+    spans.delete("name = 'renamed'")
+    changes = spans.changes(1)
+    kinds = sorted(
+        zip(
+            changes["_commit_version"].to_pylist(), changes["_change_type"].to_pylist(), strict=True
+        )
+    )
+    assert kinds.count((3, "update_postimage")) == 2 and kinds.count((4, "delete")) == 2
+    assert kinds.count((1, "insert")) == REQUEST_SPANS
