@@ -3,7 +3,8 @@ that drive it, and how results are written. Not a benchmark itself; each `bench/
 answers a question imports from here.
 
 - workload: `build_payloads`, realistic OTLP trace requests, serialized up front;
-- `BridgeProcess`: `otel-delta serve` as a child process (temp config), its RSS and CPU sampled;
+- `BridgeProcess`: `otel-delta serve` as a child process (temp config), its RSS and CPU sampled
+  (`ChildProcess`: the same for any server program);
 - `drive`: N gRPC client threads sending the payloads as raw bytes, merged into an `Ingest`;
 - `rate_table`: the `spans/s  seconds` table the ingest and limit benchmarks print;
 - results: `write_results` (bench/results/*.json), `git_commit`, `machine`, `workdir`.
@@ -209,58 +210,24 @@ class ServerStats:
     samples: int = 0
 
 
-class BridgeProcess:
-    """`otel-delta serve` in a child process, with its stderr drained and its RSS sampled."""
+class ChildProcess:
+    """A server started as a child process (any program), with its stderr drained and the RSS
+    and CPU of its process tree sampled; `BridgeProcess` is one, `bench.collector_load` runs the
+    OpenTelemetry Collector as another."""
 
-    def __init__(
-        self,
-        workdir: Path,
-        flush_interval: float,
-        convert_workers: int,
-        native: str,
-        ack: str | None = "wal",
-        buffer_max_bytes: int | None = None,
-        source: Path | None = None,
-        extra_config: str = "",
-        env: dict[str, str] | None = None,
-    ) -> None:
-        """`source`: run the otel_delta package of another source tree (e.g. an older
-        checkout, as the baseline of the same run) instead of this one; `ack = None` for a
-        version from before the write-ahead log (its config has no such keys); `env`:
-        settings as `OTEL_DELTA_<SECTION>__<KEY>` variables (e.g. a lake on S3)."""
-        self.lake = workdir / "lake"
-        self.config = workdir / "deltalake.toml"
-        buffer = f"flush_interval_seconds = {flush_interval}\nmax_rows = 100000\n"
-        if ack is not None:
-            buffer += f'ack = "{ack}"\n'
-        if buffer_max_bytes is not None:
-            buffer += f"max_bytes = {buffer_max_bytes}\n"
-        wal = f'[wal]\ndir = "{workdir / "wal"}"\n' if ack is not None else ""
-        # a baseline tree may predate the HTTP and admin endpoints (and refuse their keys)
-        doors = LOOPBACK if source is None else '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
-        self.config.write_text(
-            f"{doors}convert_workers = {convert_workers}\n"
-            f'native_convert = "{native}"\n[buffer]\n{buffer}'
-            f'[deltalake]\ntable_path = "{self.lake}"\n{wal}{extra_config}'
-        )
-        self.http_port = 0  # set by wait_for_port when the bridge serves OTLP/HTTP
+    def __init__(self, argv: Sequence[str], cwd: Path, env: dict[str, str]) -> None:
         self.stats = ServerStats()
         self.log_tail: deque[str] = deque(maxlen=200)
         self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._stop_sampling = threading.Event()
+        # CPU of waited-for children before this one: `stop` takes the difference once it has
+        # waited for this one, the whole life of its tree, the last moments before exit included
+        self._children_cpu_before = _children_cpu_seconds()
+        self.life_cpu_seconds: float | None = None  # set by `stop`
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(self.config)],
-            # `python -m` puts the working directory first on sys.path: run in the tree whose
-            # otel_delta package is wanted
-            cwd=source or REPO_ROOT,
-            # every run its own WAL, also for a baseline tree whose config has no [wal] keys
-            # (an unknown variable is ignored; a shared ./otel-delta-wal would be replayed)
-            env={
-                **os.environ,
-                "OTEL_DELTA_WAL__DIR": str(workdir / "wal"),
-                **({"PYTHONPATH": str(source)} if source else {}),
-                **(env or {}),
-            },
+            list(argv),
+            cwd=cwd,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -303,6 +270,77 @@ class BridgeProcess:
         except psutil.NoSuchProcess:
             return 0.0
 
+    def stop(self) -> int:
+        """SIGTERM (a server finishes what it buffered), then its exit code. Also sets
+        `life_cpu_seconds`, exact when no other child of the bench exits meanwhile."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=SERVER_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = -9
+        self._stop_sampling.set()
+        self._sampler.join(timeout=5)
+        self.life_cpu_seconds = _children_cpu_seconds() - self._children_cpu_before
+        return code
+
+    def kill(self) -> None:
+        self._stop_sampling.set()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+class BridgeProcess(ChildProcess):
+    """`otel-delta serve` in a child process, with its stderr drained and its RSS sampled."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        flush_interval: float,
+        convert_workers: int,
+        native: str,
+        ack: str | None = "wal",
+        buffer_max_bytes: int | None = None,
+        source: Path | None = None,
+        extra_config: str = "",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """`source`: run the otel_delta package of another source tree (e.g. an older
+        checkout, as the baseline of the same run) instead of this one; `ack = None` for a
+        version from before the write-ahead log (its config has no such keys); `env`:
+        settings as `OTEL_DELTA_<SECTION>__<KEY>` variables (e.g. a lake on S3)."""
+        self.lake = workdir / "lake"
+        self.config = workdir / "deltalake.toml"
+        buffer = f"flush_interval_seconds = {flush_interval}\nmax_rows = 100000\n"
+        if ack is not None:
+            buffer += f'ack = "{ack}"\n'
+        if buffer_max_bytes is not None:
+            buffer += f"max_bytes = {buffer_max_bytes}\n"
+        wal = f'[wal]\ndir = "{workdir / "wal"}"\n' if ack is not None else ""
+        # a baseline tree may predate the HTTP and admin endpoints (and refuse their keys)
+        doors = LOOPBACK if source is None else '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\n'
+        self.config.write_text(
+            f"{doors}convert_workers = {convert_workers}\n"
+            f'native_convert = "{native}"\n[buffer]\n{buffer}'
+            f'[deltalake]\ntable_path = "{self.lake}"\n{wal}{extra_config}'
+        )
+        self.http_port = 0  # set by wait_for_port when the bridge serves OTLP/HTTP
+        super().__init__(
+            [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(self.config)],
+            # `python -m` puts the working directory first on sys.path: run in the tree whose
+            # otel_delta package is wanted
+            cwd=source or REPO_ROOT,
+            # every run its own WAL, also for a baseline tree whose config has no [wal] keys
+            # (an unknown variable is ignored; a shared ./otel-delta-wal would be replayed)
+            env={
+                **os.environ,
+                "OTEL_DELTA_WAL__DIR": str(workdir / "wal"),
+                **({"PYTHONPATH": str(source)} if source else {}),
+                **(env or {}),
+            },
+        )
+
     def wait_for_port(self) -> int:
         deadline = time.monotonic() + SERVER_START_SECONDS
         while (remaining := deadline - time.monotonic()) > 0:
@@ -320,27 +358,15 @@ class BridgeProcess:
         self.kill()
         raise RuntimeError("bridge did not log its port:\n" + "\n".join(self.log_tail))
 
-    def stop(self) -> int:
-        """SIGTERM (the bridge commits what it buffered), then its exit code."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=SERVER_STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            code = -9
-        self._stop_sampling.set()
-        self._sampler.join(timeout=5)
-        return code
-
-    def kill(self) -> None:
-        self._stop_sampling.set()
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
 
 def _cpu_seconds(processes: Sequence[psutil.Process]) -> float:
     return sum(sum(p.cpu_times()[:2]) for p in processes)
+
+
+def _children_cpu_seconds() -> float:
+    """User + system CPU of every child this process has waited for (and of theirs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # --------------------------------------------------------------------------- clients
@@ -384,15 +410,22 @@ def _channel(target: str, tls_ca: Path | None = None) -> grpc.Channel:
     return grpc.secure_channel(target, credentials, options=options)
 
 
-def grpc_sender(port: int, tls_ca: Path | None = None) -> tuple[Send, Callable[[], None]]:
-    """OTLP/gRPC on its own connection, connected before the clock starts."""
+def grpc_sender(
+    port: int,
+    tls_ca: Path | None = None,
+    method: str = EXPORT_METHOD,
+    compression: grpc.Compression | None = None,
+) -> tuple[Send, Callable[[], None]]:
+    """OTLP/gRPC on its own connection, connected before the clock starts. `method`: another
+    signal's Export; `compression`: e.g. gzip, done by gRPC on each send (as an exporter does).
+    Thread-safe: threads sharing one sender have their calls in flight on one connection."""
     channel = _channel(f"127.0.0.1:{port}", tls_ca)
     grpc.channel_ready_future(channel).result(timeout=30)
-    export = channel.unary_unary(EXPORT_METHOD)  # no (de)serializer: raw bytes
+    export = channel.unary_unary(method)  # no (de)serializer: raw bytes
 
     def send(data: bytes, timeout: float) -> bytes:
         try:
-            return export(data, timeout=timeout)
+            return export(data, timeout=timeout, compression=compression)
         except grpc.RpcError as exc:
             raise SendError(exc.code().name) from None
 
@@ -424,7 +457,9 @@ def http_sender(port: int, tls_ca: Path | None = None) -> tuple[Send, Callable[[
 
 
 def _rejected(response: bytes) -> int:
-    """Spans the bridge refused (partial_success); an empty response means none."""
+    """Spans the bridge refused (partial_success); an empty response means none. The logs and
+    metrics responses have the same wire layout (partial_success = 1, its count = 1), so this
+    reads their rejected log records and data points too."""
     if not response:
         return 0
     return ExportTraceServiceResponse.FromString(response).partial_success.rejected_spans
@@ -556,10 +591,16 @@ def _merge(
 # --------------------------------------------------------------------------- the lake, workdir
 
 
-def count_rows(lake: Path) -> int:
-    """Rows in the spans table as delta-rs sees them (0 if nothing was ever committed)."""
-    uri = str(lake / "spans")
+def count_rows(lake: Path, table: str = "spans") -> int:
+    """Rows in a table (the spans table by default) as delta-rs sees them (0 if nothing was
+    ever committed)."""
+    uri = str(lake / table)
     return DeltaTable(uri).count() if DeltaTable.is_deltatable(uri) else 0
+
+
+def parquet_bytes(lake: Path, table: str) -> int:
+    """Bytes of the table's Parquet files on disk (all of them, whatever the log references)."""
+    return sum(path.stat().st_size for path in (lake / table).rglob("*.parquet"))
 
 
 @contextmanager

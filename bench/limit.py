@@ -6,8 +6,9 @@ timed on its own: protobuf parse, `spans_to_arrow`, Parquet zstd encode into mem
 request, and of all tables concatenated), and the native converter (request bytes → table) when
 it is built. The *limit* is parse + Parquet encode of each request's table: roughly the least
 work any OTLP → Parquet bridge must do; conversion is excluded (it is our cost, not the floor).
-`bench.ingest` measures the bridge against this limit in the same run. Run from the repository
-root:
+`bench.ingest` measures the bridge against this limit in the same run; `run_signal_limit` is the
+same limit for any signal on gzip-compressed requests (gunzip counted), for
+`bench.collector_load`. Run from the repository root:
 
     .venv/bin/python -m bench.limit --spans 100000
 """
@@ -15,6 +16,7 @@ root:
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import sys
 import time
@@ -29,6 +31,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from bench.common import MIB, Payload, Rate, build_payloads, rate_table
 from otel_delta.convert import spans_to_arrow
 from otel_delta.convert.native import native_converter
+from otel_delta.signals import SIGNALS_BY_NAME
 
 
 @dataclass
@@ -144,6 +147,74 @@ def baseline_json(base: Baseline) -> dict[str, Any]:
         "limit_spans_per_s": base.limit_rate,
         "pipeline_spans_per_s": base.pipeline_rate,
     }
+
+
+@dataclass
+class SignalLimit:
+    """The limit of one signal on gzip-compressed requests, one thread: seconds per stage."""
+
+    signal: str
+    items: int
+    gzip_bytes: int
+    request_bytes: int
+    gunzip_seconds: float
+    parse_seconds: float
+    convert_seconds: float  # the Python converter: shown, not part of the limit
+    encode_seconds: float
+    parquet_bytes: int
+
+    def rate(self, seconds: float) -> float:
+        return self.items / seconds if seconds > 0 else 0.0
+
+    @property
+    def limit_seconds(self) -> float:
+        """gunzip + parse + Parquet zstd encode; conversion excluded, as in `Baseline`."""
+        return self.gunzip_seconds + self.parse_seconds + self.encode_seconds
+
+    @property
+    def limit_rate(self) -> float:
+        return self.rate(self.limit_seconds)
+
+    @property
+    def cpu_us_per_item(self) -> float:
+        return self.limit_seconds / self.items * 1e6 if self.items else 0.0
+
+
+def run_signal_limit(signal: str, compressed: Sequence[bytes]) -> SignalLimit:
+    """`run_baseline`'s limit for any signal ("traces", "logs", "metrics") on gzip-compressed
+    requests: gunzip, protobuf parse, then Parquet zstd of each table the request converts to
+    (metrics: one per point type), each stage timed on its own, one request at a time (so that
+    large runs need not hold every parsed request at once)."""
+    kind = SIGNALS_BY_NAME[signal]
+    gunzip = parse = convert = encode = 0.0
+    items = request_bytes = parquet_bytes = 0
+    for data in compressed:
+        started = time.perf_counter()
+        raw = gzip.decompress(data)
+        unzipped = time.perf_counter()
+        request = kind.request.FromString(raw)
+        parsed = time.perf_counter()
+        tables = kind.convert(request).tables
+        converted = time.perf_counter()
+        parquet_bytes += sum(_encode(table) for table in tables.values())
+        encoded = time.perf_counter()
+        gunzip += unzipped - started
+        parse += parsed - unzipped
+        convert += converted - parsed
+        encode += encoded - converted
+        items += sum(table.num_rows for table in tables.values())
+        request_bytes += len(raw)
+    return SignalLimit(
+        signal=signal,
+        items=items,
+        gzip_bytes=sum(len(data) for data in compressed),
+        request_bytes=request_bytes,
+        gunzip_seconds=gunzip,
+        parse_seconds=parse,
+        convert_seconds=convert,
+        encode_seconds=encode,
+        parquet_bytes=parquet_bytes,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
