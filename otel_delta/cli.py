@@ -88,7 +88,21 @@ def _parser() -> argparse.ArgumentParser:
     backfill_cmd.add_argument(
         "--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING"]
     )
+    stream_cmd = commands.add_parser(
+        "stream", help="stream OTLP messages from Kafka into the tables (Spark, exactly once)"
+    )
+    _add_config(stream_cmd)
+    stream_cmd.add_argument(
+        "--once", action="store_true", help="process what the topics hold now, then exit"
+    )
+    stream_cmd.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
     return parser
+
+
+def run_stream(settings: Settings, args: argparse.Namespace) -> None:
+    from otel_delta.stream.job import run_stream as stream
+
+    stream(settings, once=args.once)
 
 
 def run_backfill(settings: Settings, args: argparse.Namespace) -> None:
@@ -106,13 +120,15 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        if args.command not in ("serve", "backfill"):
+        if args.command not in ("serve", "backfill", "stream"):
             return run_command(args)
         settings = load_settings(args.config)
         if settings.logging.format == "json":
             use_json_logs()
         if args.command == "backfill":
             run_backfill(settings, args)
+        elif args.command == "stream":
+            run_stream(settings, args)
         else:
             raise_open_files_limit()
             asyncio.run(serve(settings))

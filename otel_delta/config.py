@@ -315,6 +315,40 @@ class SparkSettings(Section):
     conf: dict[str, str] = Field(default_factory=dict)  # extra spark.* settings
 
 
+class StreamSettings(Section):
+    """`[stream]`: `otel-delta stream`, the Spark Structured Streaming job from Kafka (topics the
+    Collector's `kafka` exporter writes with `encoding: otlp_proto`) into the same tables."""
+
+    bootstrap_servers: str = ""  # e.g. "kafka-1:9092,kafka-2:9092"; required by the command
+    # the Collector kafka exporter's default topics; "" = that signal is not read
+    traces_topic: str = "otlp_spans"
+    metrics_topic: str = "otlp_metrics"
+    logs_topic: str = "otlp_logs"
+    # where a stream without a checkpoint starts (a checkpoint always resumes where it was)
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    trigger_interval_seconds: float = Field(10.0, gt=0, le=DAY)
+    max_offsets_per_trigger: int | None = Field(None, gt=0, le=10**12)  # None: no limit
+    checkpoint_location: str = ""  # "" = <table_path>/_stream_checkpoints
+    # passed to the Kafka source as `kafka.<key>` (security.protocol, sasl.*, ssl.*)
+    kafka_options: dict[str, str] = Field(default_factory=dict)
+
+    def topics(self) -> dict[str, str]:
+        """topic → signal name, for the topics that are read."""
+        pairs = (
+            (self.traces_topic, "traces"),
+            (self.metrics_topic, "metrics"),
+            (self.logs_topic, "logs"),
+        )
+        return {topic: signal for topic, signal in pairs if topic}
+
+    @model_validator(mode="after")
+    def _distinct_topics(self) -> StreamSettings:
+        named = [t for t in (self.traces_topic, self.metrics_topic, self.logs_topic) if t]
+        if len(set(named)) != len(named):
+            raise ValueError("traces_topic, metrics_topic and logs_topic must differ")
+        return self
+
+
 class Settings(BaseSettings):
     receiver: ReceiverSettings = ReceiverSettings()
     buffer: BufferSettings = BufferSettings()
@@ -322,6 +356,7 @@ class Settings(BaseSettings):
     deltalake: DeltaLakeSettings = DeltaLakeSettings()
     connector_service: ConnectorServiceSettings = ConnectorServiceSettings()
     spark: SparkSettings = SparkSettings()
+    stream: StreamSettings = StreamSettings()
     privacy: PrivacySettings = PrivacySettings()
     admin: AdminSettings = AdminSettings()
     logging: LoggingSettings = LoggingSettings()

@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("otel_delta.pipeline",),
     ("otel_delta.transports", "otel_delta.admin"),
     ("otel_delta.connector",),
-    ("otel_delta.maintenance", "otel_delta.remote", "otel_delta.backfill"),
+    ("otel_delta.maintenance", "otel_delta.remote", "otel_delta.backfill", "otel_delta.stream"),
     ("otel_delta.bridge",),
     ("otel_delta.commands", "otel_delta.cli", "otel_delta"),
 )

@@ -47,6 +47,14 @@ STAGED = pa.schema(
 )
 
 
+def blobs(name: str, table: pa.Table) -> Iterator[dict]:
+    """`table` as IPC blobs of at most ROWS_PER_BLOB rows: {"table", "rows", "ipc"} each
+    (also the stream's per-batch staging, otel_delta.stream.convert)."""
+    for i in range(0, table.num_rows, ROWS_PER_BLOB):
+        chunk = table.slice(i, ROWS_PER_BLOB)
+        yield {"table": name, "rows": chunk.num_rows, "ipc": to_ipc(chunk)}
+
+
 def staged_rows(path: str, sha256: str, fmt: Format) -> list[dict]:
     """Convert one file; its tables as IPC blobs plus one stats row."""
     staged = stage_file(path, sha256, fmt)
@@ -54,11 +62,9 @@ def staged_rows(path: str, sha256: str, fmt: Format) -> list[dict]:
     if staged.dead:
         outputs[ledger.DEAD_LETTER_TABLE] = staged.dead_letters()
     rows = [
-        {"file_sha256": sha256, "table": name, "rows": chunk.num_rows, "ipc": to_ipc(chunk)}
+        {"file_sha256": sha256, **blob}
         for name, table in outputs.items()
-        for chunk in (
-            table.slice(i, ROWS_PER_BLOB) for i in range(0, table.num_rows, ROWS_PER_BLOB)
-        )
+        for blob in blobs(name, table)
     ]
     rows.append(
         {
@@ -87,7 +93,7 @@ def _stage_task(fmt: Format, files_done, rows_done) -> Callable:
     return run
 
 
-def _decode_blobs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def decode_blobs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         for blob in batch.column(0):
             yield from from_ipc(blob.as_buffer()).to_batches()
@@ -145,7 +151,7 @@ def run_spark(
             frame = (
                 staged.where(F.col("table") == name)
                 .select("ipc")
-                .mapInArrow(_decode_blobs, spark_schema(schema))
+                .mapInArrow(decode_blobs, spark_schema(schema))
             )
             if name == ledger.DEAD_LETTER_TABLE:
                 uri = ledger.ensure_aux_table(lakehouse.root, name, lakehouse.storage)

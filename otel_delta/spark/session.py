@@ -19,6 +19,7 @@ LOGSTORE_JAR = "otel-delta-logstore-0.1.0.jar"
 LOGSTORE_CLASS = "io.oteldelta.storage.LocalPutIfAbsentLogStore"
 # ... and for s3:// / s3a:// tables, by S3 conditional PUT, like delta-rs's
 S3_LOGSTORE_CLASS = "io.oteldelta.storage.S3PutIfAbsentLogStore"
+KAFKA_JAR_DIR = "kafka"  # Spark's Kafka source (spark/kafka/pom.xml), for `otel-delta stream`
 S3A_JAR_DIR = "s3a"  # hadoop-aws and the AWS SDK (spark/s3a/pom.xml), under the jar directory
 DELTA_JARS = (
     f"delta-spark_2.13-{DELTA_VERSION}.jar",
@@ -44,6 +45,19 @@ def delta_jars(jar_dir: Path | None = None) -> list[Path]:
             f"Spark jar(s) {', '.join(missing)} not found in {directory}: run `make jars`"
         )
     return paths + s3a
+
+
+def kafka_jars(jar_dir: Path | None = None) -> list[Path]:
+    """The jars of Spark's Kafka source that `make jars` copies into jars/kafka; only the
+    stream's session loads them (passed with Delta's as `spark.jars`)."""
+    directory = Path(os.environ.get("OTEL_DELTA_JARS", jar_dir or DEFAULT_JAR_DIR))
+    jars = sorted((directory / KAFKA_JAR_DIR).glob("*.jar"))
+    if not any(p.name.startswith("spark-sql-kafka-0-10_") for p in jars):
+        raise SparkSetupError(
+            f"Spark's Kafka source {directory}/{KAFKA_JAR_DIR}/spark-sql-kafka-0-10_*.jar "
+            "not found: run `make jars`"
+        )
+    return jars
 
 
 def spark_session(

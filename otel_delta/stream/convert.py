@@ -1,0 +1,96 @@
+"""The Kafka messages of one micro-batch → Arrow IPC blobs per table, in the executors.
+
+Each message is what the Collector's `kafka` exporter writes with `encoding: otlp_proto`: one
+serialized Export*ServiceRequest, its signal known from its topic. It is converted with the
+receiver's own converters (`Signal.convert`), so streamed rows equal ingested rows; the tables
+leave the task as IPC blobs (otel_delta.backfill.distributed.blobs), decoded per table by
+`decode_blobs` before the append.
+
+A message that does not parse (or whose conversion fails) becomes a `_dead_letters` row:
+`file` = "kafka://<topic>/<partition>", `offset` = its Kafka offset, `line` = NULL, `reason` =
+"topic <t> partition <p> offset <o>: <why>", `file_sha256` = SHA-256 of the message value,
+`raw` = the value (first 1 MiB).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import pyarrow as pa
+from google.protobuf.message import DecodeError
+
+from otel_delta.backfill.distributed import blobs
+from otel_delta.backfill.stage import MAX_RAW_BYTES
+from otel_delta.signals import SIGNALS_BY_NAME
+from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
+
+STATS = ""  # `table` of a task's stats row: messages in `rows`, rejected items in `rejected`
+MESSAGE_COLUMNS = ("topic", "partition", "offset", "value")
+STAGED = pa.schema(
+    [
+        pa.field("table", pa.string()),
+        pa.field("rows", pa.int64()),
+        pa.field("rejected", pa.int64()),
+        pa.field("ipc", pa.binary()),
+    ]
+)
+
+
+def dead_letter(topic: str, partition: int, offset: int, reason: str, value: bytes) -> dict:
+    return {
+        "file": f"kafka://{topic}/{partition}",
+        "file_sha256": hashlib.sha256(value).hexdigest(),
+        "offset": offset,
+        "line": None,
+        "reason": f"topic {topic} partition {partition} offset {offset}: {reason}",
+        "raw": value[:MAX_RAW_BYTES],
+        "loaded_at": datetime.now(UTC),
+    }
+
+
+def convert_messages(
+    messages: pa.RecordBatch, topics: dict[str, str]
+) -> tuple[dict[str, list[pa.Table]], list[dict], int]:
+    """(tables by name, dead-letter rows, rejected items) of a batch of Kafka messages."""
+    tables: dict[str, list[pa.Table]] = {}
+    dead: list[dict] = []
+    rejected = 0
+    columns = [messages.column(name).to_pylist() for name in MESSAGE_COLUMNS]
+    for topic, partition, offset, value in zip(*columns, strict=True):
+        value = value or b""
+        signal = SIGNALS_BY_NAME[topics[topic]]
+        try:
+            request = signal.request.FromString(value)
+        except (DecodeError, RecursionError) as exc:
+            reason = f"not an OTLP protobuf {signal.request.__name__}: {exc}"
+            dead.append(dead_letter(topic, partition, offset, reason, value))
+            continue
+        try:
+            converted = signal.convert(request)
+        except Exception as exc:  # a converter bug must not stop the stream
+            reason = f"conversion failed: {exc!r}"
+            dead.append(dead_letter(topic, partition, offset, reason, value))
+            continue
+        rejected += converted.rejected.count
+        for name, table in converted.tables.items():
+            if table.num_rows:
+                tables.setdefault(name, []).append(table)
+    return tables, dead, rejected
+
+
+def convert_task(topics: dict[str, str]) -> Callable:
+    """The `mapInArrow` function over (topic, partition, offset, value) batches."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            tables, dead, rejected = convert_messages(batch, topics)
+            outputs = {name: pa.concat_tables(parts) for name, parts in tables.items()}
+            if dead:
+                outputs[DEAD_LETTER_TABLE] = pa.Table.from_pylist(dead, schema=DEAD_LETTERS)
+            rows = [blob for name, table in outputs.items() for blob in blobs(name, table)]
+            rows.append({"table": STATS, "rows": batch.num_rows, "rejected": rejected})
+            yield pa.RecordBatch.from_pylist(rows, schema=STAGED)
+
+    return run

@@ -1,0 +1,239 @@
+"""`otel-delta stream --once` end to end: a real Kafka broker (tests/kafka), Spark's Kafka
+source, the tables read back with delta-rs and compared to what the receiver's converters make
+of the same requests. The stream runs as users run it, in its own process (its JVM must load
+jars/kafka at start)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from otel_delta.signals import SIGNALS_BY_NAME
+from otel_delta.tables.schemas import DEAD_LETTER_TABLE
+from tests import corpus
+from tests.engines.test_spark import canonical
+from tests.kafka import KafkaBroker, kafka_broker
+from tests.kafka.test_broker import span_request
+from tests.tools import ROOT
+
+pytestmark = pytest.mark.e2e
+
+RUN_TIMEOUT = 300.0  # a Spark start and a few micro-batches on a busy 2-core machine
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    with kafka_broker(tmp_path_factory.mktemp("stream-kafka")) as broker:
+        yield broker
+
+
+def topics(kafka: KafkaBroker, prefix: str, span_partitions: int = 2) -> dict[str, str]:
+    names = {"traces": f"{prefix}_spans", "metrics": f"{prefix}_metrics", "logs": f"{prefix}_logs"}
+    for signal_name, topic in names.items():
+        kafka.create_topic(topic, partitions=span_partitions if signal_name == "traces" else 1)
+    return names
+
+
+def write_config(tmp_path: Path, kafka: KafkaBroker, names: dict[str, str], **extra) -> Path:
+    stream = {
+        "bootstrap_servers": kafka.bootstrap_servers,
+        "traces_topic": names["traces"],
+        "metrics_topic": names["metrics"],
+        "logs_topic": names["logs"],
+        "trigger_interval_seconds": 1,
+        **extra,
+    }
+    lines = [
+        "[deltalake]",
+        f'table_path = "{tmp_path / "lake"}"',
+        "[spark]",
+        'master = "local[2]"',
+        "[stream]",
+        *(
+            f"{k} = {v!r}" if isinstance(v, int | float) else f'{k} = "{v}"'
+            for k, v in stream.items()
+        ),
+    ]
+    config = tmp_path / "deltalake.toml"
+    config.write_text("\n".join(lines) + "\n")
+    return config
+
+
+def stream_command(config: Path) -> list[str]:
+    return [sys.executable, "-m", "otel_delta.cli", "stream", "--once", "--config", str(config)]
+
+
+def run_once(config: Path) -> subprocess.CompletedProcess:
+    child = subprocess.run(
+        stream_command(config),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert child.returncode == 0, child.stderr[-6000:]
+    return child
+
+
+def produce(kafka: KafkaBroker, topic: str, requests: list) -> None:
+    kafka.produce(topic, [r.SerializeToString() for r in requests])
+
+
+def expected(sent: dict[str, list]) -> dict[str, pa.Table]:
+    """What the receiver stores for the same requests."""
+    parts: dict[str, list[pa.Table]] = {}
+    for signal_name, requests in sent.items():
+        for request in requests:
+            converted = SIGNALS_BY_NAME[signal_name].convert(request)
+            for name, table in converted.tables.items():
+                if table.num_rows:
+                    parts.setdefault(name, []).append(table)
+    return {name: pa.concat_tables(tables) for name, tables in parts.items()}
+
+
+def lake_table(root: Path, name: str) -> pa.Table:
+    return DeltaTable(str(root / "lake" / name)).to_pyarrow_table()
+
+
+def versions(root: Path, names) -> dict[str, int]:
+    return {name: DeltaTable(str(root / "lake" / name)).version() for name in names}
+
+
+def assert_stored(root: Path, sent: dict[str, list]) -> dict[str, pa.Table]:
+    wanted = expected(sent)
+    for name, table in wanted.items():
+        assert canonical(lake_table(root, name)).equals(canonical(table)), name
+    return wanted
+
+
+def test_stream_stores_every_signal_as_the_receiver_would_exactly_once(
+    kafka: KafkaBroker, tmp_path: Path
+) -> None:
+    names = topics(kafka, "once")
+    sent = {
+        "traces": [span_request(i) for i in range(20)] + [corpus.trace_request()],
+        "metrics": [corpus.metrics_request()] * 2,
+        "logs": [corpus.logs_request()] * 3,
+    }
+    for signal_name, requests in sent.items():
+        produce(kafka, names[signal_name], requests)
+    config = write_config(tmp_path, kafka, names)
+    run_once(config)
+    wanted = assert_stored(tmp_path, sent)
+    assert not DeltaTable.is_deltatable(str(tmp_path / "lake" / DEAD_LETTER_TABLE))
+
+    # nothing new: nothing added
+    before = versions(tmp_path, wanted)
+    run_once(config)
+    assert versions(tmp_path, wanted) == before
+
+    # more messages: only they are added
+    more = {"traces": [span_request(i) for i in range(20, 30)], "logs": [corpus.logs_request()]}
+    for signal_name, requests in more.items():
+        produce(kafka, names[signal_name], requests)
+        sent[signal_name] += requests
+    run_once(config)
+    assert_stored(tmp_path, sent)
+
+
+def test_undecodable_message_goes_to_dead_letters_and_the_rest_is_stored(
+    kafka: KafkaBroker, tmp_path: Path
+) -> None:
+    names = topics(kafka, "dead", span_partitions=1)
+    garbage = b"\xff\xff\xff\xff not an OTLP request"
+    kafka.produce(names["traces"], [span_request(0).SerializeToString()])
+    kafka.produce(names["traces"], [garbage])
+    kafka.produce(names["traces"], [span_request(1).SerializeToString()])
+    produce(kafka, names["logs"], [corpus.logs_request()])
+    run_once(write_config(tmp_path, kafka, names))
+    assert_stored(
+        tmp_path, {"traces": [span_request(0), span_request(1)], "logs": [corpus.logs_request()]}
+    )
+    (dead,) = lake_table(tmp_path, DEAD_LETTER_TABLE).to_pylist()
+    topic = names["traces"]
+    assert dead["file"] == f"kafka://{topic}/0"
+    assert dead["offset"] == 1 and dead["line"] is None
+    assert dead["reason"].startswith(f"topic {topic} partition 0 offset 1: not an OTLP protobuf")
+    assert dead["raw"] == garbage
+
+
+def test_killed_stream_rerun_stores_every_message_exactly_once(
+    kafka: KafkaBroker, tmp_path: Path
+) -> None:
+    """kill -9 (the driver and its JVM) after the first micro-batches, then run again."""
+    names = topics(kafka, "kill", span_partitions=2)
+    sent = {"traces": [span_request(i) for i in range(60)]}
+    produce(kafka, names["traces"], sent["traces"])
+    config = write_config(tmp_path, kafka, names, max_offsets_per_trigger=6)
+    child = subprocess.Popen(
+        stream_command(config),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    spans = tmp_path / "lake" / "spans"
+    deadline = time.monotonic() + RUN_TIMEOUT
+    try:
+        while time.monotonic() < deadline and child.poll() is None:
+            if DeltaTable.is_deltatable(str(spans)) and DeltaTable(str(spans)).version() >= 2:
+                break
+            time.sleep(0.2)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    stored = lake_table(tmp_path, "spans").num_rows
+    assert 0 < stored < 60, "killed after some, not all, micro-batches"
+    run_once(config)
+    rows = lake_table(tmp_path, "spans")
+    assert sorted(rows.column("name").to_pylist()) == sorted(f"span-{i}" for i in range(60))
+    assert_stored(tmp_path, sent)
+
+
+def test_stream_without_once_runs_until_sigterm_and_stops_cleanly(
+    kafka: KafkaBroker, tmp_path: Path
+) -> None:
+    names = topics(kafka, "term", span_partitions=1)
+    config = write_config(tmp_path, kafka, names)
+    log = tmp_path / "stream.log"  # a file, not a pipe: a full pipe would block the stream
+    with log.open("w") as out:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "otel_delta.cli", "stream", "--config", str(config)],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+            start_new_session=True,
+        )
+    try:
+        produce(kafka, names["traces"], [span_request(i) for i in range(5)])
+        spans = tmp_path / "lake" / "spans"
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while not (DeltaTable.is_deltatable(str(spans)) and lake_table(tmp_path, "spans").num_rows):
+            assert child.poll() is None and time.monotonic() < deadline, "no rows streamed"
+            time.sleep(0.5)
+        # a later message: the running query picks it up in a later micro-batch
+        produce(kafka, names["traces"], [span_request(5)])
+        while lake_table(tmp_path, "spans").num_rows < 6:
+            assert child.poll() is None and time.monotonic() < deadline, "no second batch"
+            time.sleep(0.5)
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=120)
+        err = log.read_text()
+        assert child.returncode == 0, err[-6000:]
+        assert "stopping the streaming query" in err
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(timeout=30)
+    assert_stored(tmp_path, {"traces": [span_request(i) for i in range(6)]})

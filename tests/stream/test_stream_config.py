@@ -1,0 +1,59 @@
+"""`[stream]` and the `stream` command's config errors (no Kafka, no Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from otel_delta.cli import main
+from otel_delta.config import Settings, StreamSettings, load_settings
+from otel_delta.errors import ConfigError
+from otel_delta.stream.job import checkpoint_location
+
+
+def test_defaults_are_the_collector_kafka_exporters() -> None:
+    stream = StreamSettings()
+    assert stream.topics() == {
+        "otlp_spans": "traces",
+        "otlp_metrics": "metrics",
+        "otlp_logs": "logs",
+    }
+    assert stream.starting_offsets == "earliest" and stream.trigger_interval_seconds == 10
+    assert stream.max_offsets_per_trigger is None and stream.kafka_options == {}
+    settings = Settings(deltalake={"table_path": "/data/lake"})
+    assert checkpoint_location(settings) == "/data/lake/_stream_checkpoints"
+
+
+def test_empty_topic_is_not_read() -> None:
+    assert StreamSettings(metrics_topic="").topics() == {
+        "otlp_spans": "traces",
+        "otlp_logs": "logs",
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ("trigger_interval_seconds = 0", "stream.trigger_interval_seconds"),
+        ('starting_offsets = "middle"', "stream.starting_offsets"),
+        ("max_offsets_per_trigger = 0", "stream.max_offsets_per_trigger"),
+        ('logs_topic = "otlp_spans"', "must differ"),
+        ("partitions = 3", "stream.partitions: unknown key"),
+    ],
+)
+def test_bad_values_name_the_key(tmp_path: Path, body: str, words: str) -> None:
+    config = tmp_path / "deltalake.toml"
+    config.write_text(f"[stream]\n{body}\n")
+    with pytest.raises(ConfigError, match=words):
+        load_settings(config)
+
+
+def test_stream_without_brokers_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    config = tmp_path / "deltalake.toml"
+    config.write_text(f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n')
+    assert main(["stream", "--once", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err == "otel-delta: config error: stream.bootstrap_servers: required by `otel-delta stream`"
+    )
