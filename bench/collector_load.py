@@ -61,6 +61,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     ScopeMetrics,
     Sum,
 )
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from bench.common import (
     DB_SYSTEMS,
@@ -70,7 +71,6 @@ from bench.common import (
     RESULTS_DIR,
     ROUTES,
     SCHEMA_URL,
-    SERVICES,
     STATUS_CODES,
     BridgeProcess,
     ChildProcess,
@@ -78,13 +78,14 @@ from bench.common import (
     Payload,
     ServerStats,
     _kv,
-    _resource,
     build_payloads,
     count_rows,
     drive,
     finish,
     grpc_sender,
     parquet_bytes,
+    serialized_requests,
+    shares,
     workdir,
 )
 from bench.limit import SignalLimit, run_signal_limit
@@ -152,30 +153,26 @@ def _log_record(rng: random.Random, now_ns: int) -> LogRecord:
     )
 
 
+def _log_request(
+    rng: random.Random, resources: Sequence[Resource], count: int, now_ns: int
+) -> ExportLogsServiceRequest:
+    """One ResourceLogs per service, the records shared out evenly."""
+    groups = [
+        ResourceLogs(
+            resource=res,
+            scope_logs=[
+                ScopeLogs(scope=LOG_SCOPE, log_records=[_log_record(rng, now_ns) for _ in range(n)])
+            ],
+            schema_url=SCHEMA_URL,
+        )
+        for res, n in zip(resources, shares(count, len(resources)), strict=True)
+        if n
+    ]
+    return ExportLogsServiceRequest(resource_logs=groups)
+
+
 def build_log_payloads(total: int, per_request: int, seed: int) -> list[Payload]:
-    """Like `build_payloads`: one ResourceLogs per service, the records shared out evenly."""
-    rng = random.Random(seed)
-    resources = [_resource(i, name) for i, name in enumerate(SERVICES)]
-    now_ns = time.time_ns()
-    payloads = []
-    for first in range(0, total, per_request):
-        count = min(per_request, total - first)
-        groups = [
-            ResourceLogs(
-                resource=res,
-                scope_logs=[
-                    ScopeLogs(
-                        scope=LOG_SCOPE, log_records=[_log_record(rng, now_ns) for _ in range(n)]
-                    )
-                ],
-                schema_url=SCHEMA_URL,
-            )
-            for res, n in zip(resources, _shares(count, len(resources)), strict=True)
-            if n
-        ]
-        request = ExportLogsServiceRequest(resource_logs=groups)
-        payloads.append(Payload(request.SerializeToString(), count))
-    return payloads
+    return serialized_requests(total, per_request, seed, _log_request)
 
 
 # --------------------------------------------------------------------------- workload: metrics
@@ -267,31 +264,24 @@ def _metrics(rng: random.Random, count: int, now_ns: int) -> list[Metric]:
     return metrics
 
 
+def _metric_request(
+    rng: random.Random, resources: Sequence[Resource], count: int, now_ns: int
+) -> ExportMetricsServiceRequest:
+    """One ResourceMetrics per service, the data points shared out evenly."""
+    groups = [
+        ResourceMetrics(
+            resource=res,
+            scope_metrics=[ScopeMetrics(scope=METRIC_SCOPE, metrics=_metrics(rng, n, now_ns))],
+            schema_url=SCHEMA_URL,
+        )
+        for res, n in zip(resources, shares(count, len(resources)), strict=True)
+        if n
+    ]
+    return ExportMetricsServiceRequest(resource_metrics=groups)
+
+
 def build_metric_payloads(total: int, per_request: int, seed: int) -> list[Payload]:
-    """Like `build_payloads`: one ResourceMetrics per service, data points shared out evenly."""
-    rng = random.Random(seed)
-    resources = [_resource(i, name) for i, name in enumerate(SERVICES)]
-    now_ns = time.time_ns()
-    payloads = []
-    for first in range(0, total, per_request):
-        count = min(per_request, total - first)
-        groups = [
-            ResourceMetrics(
-                resource=res,
-                scope_metrics=[ScopeMetrics(scope=METRIC_SCOPE, metrics=_metrics(rng, n, now_ns))],
-                schema_url=SCHEMA_URL,
-            )
-            for res, n in zip(resources, _shares(count, len(resources)), strict=True)
-            if n
-        ]
-        request = ExportMetricsServiceRequest(resource_metrics=groups)
-        payloads.append(Payload(request.SerializeToString(), count))
-    return payloads
-
-
-def _shares(count: int, parts: int) -> list[int]:
-    share, extra = divmod(count, parts)
-    return [share + (1 if i < extra else 0) for i in range(parts)]
+    return serialized_requests(total, per_request, seed, _metric_request)
 
 
 BUILDERS = {

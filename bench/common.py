@@ -168,14 +168,18 @@ def _spans(rng: random.Random, count: int, now_ns: int) -> list[Span]:
     return spans
 
 
+def shares(count: int, parts: int) -> list[int]:
+    """`count` items shared out evenly over `parts` (the first ones get one more)."""
+    share, extra = divmod(count, parts)
+    return [share + (1 if i < extra else 0) for i in range(parts)]
+
+
 def _request(
     rng: random.Random, resources: Sequence[Resource], count: int, now_ns: int
 ) -> ExportTraceServiceRequest:
     """One ResourceSpans per service, the spans shared out evenly."""
-    share, extra = divmod(count, len(resources))
     groups = []
-    for i, res in enumerate(resources):
-        n = share + (1 if i < extra else 0)
+    for res, n in zip(resources, shares(count, len(resources)), strict=True):
         if n:
             scope_spans = ScopeSpans(scope=SCOPE, spans=_spans(rng, n, now_ns))
             groups.append(
@@ -184,17 +188,27 @@ def _request(
     return ExportTraceServiceRequest(resource_spans=groups)
 
 
-def build_payloads(total_spans: int, spans_per_request: int, seed: int) -> list[Payload]:
-    """Serialize everything up front so neither measurement pays for building requests."""
+RequestBuilder = Callable[[random.Random, Sequence[Resource], int, int], Any]
+
+
+def serialized_requests(
+    total: int, per_request: int, seed: int, build: RequestBuilder
+) -> list[Payload]:
+    """Requests of `per_request` items (the last one smaller) from `build(rng, resources,
+    count, now_ns)`, serialized up front so no measurement pays for building them."""
     rng = random.Random(seed)
     resources = [_resource(i, name) for i, name in enumerate(SERVICES)]
     now_ns = time.time_ns()
     payloads = []
-    for first in range(0, total_spans, spans_per_request):
-        count = min(spans_per_request, total_spans - first)
-        request = _request(rng, resources, count, now_ns)
-        payloads.append(Payload(request.SerializeToString(), count))
+    for first in range(0, total, per_request):
+        count = min(per_request, total - first)
+        payloads.append(Payload(build(rng, resources, count, now_ns).SerializeToString(), count))
     return payloads
+
+
+def build_payloads(total_spans: int, spans_per_request: int, seed: int) -> list[Payload]:
+    """The trace workload (see `_request`)."""
+    return serialized_requests(total_spans, spans_per_request, seed, _request)
 
 
 # --------------------------------------------------------------------------- the bridge process
@@ -654,6 +668,22 @@ def write_results(data: dict[str, Any], path: Path) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     tmp.replace(path)
+
+
+def run_problem(name: str, result: dict[str, Any]) -> str | None:
+    """What makes a bridge run's figures doubtful (rows stored other than the spans acked,
+    Export errors, a bad exit), as one line; None for a clean run. `result` has the keys
+    rows_in_table, spans_acked, errors and exit_code."""
+    if (
+        result["rows_in_table"] == result["spans_acked"]
+        and not result["errors"]
+        and result["exit_code"] == 0
+    ):
+        return None
+    return (
+        f"{name}: {result['rows_in_table']} rows stored, {result['spans_acked']} acked; "
+        f"errors {result['errors'] or 'none'}; exit {result['exit_code']}"
+    )
 
 
 def finish(path: Path, config: dict[str, Any], problems: list[str], **figures: Any) -> int:

@@ -33,6 +33,7 @@ from bench.common import (
     build_payloads,
     drive,
     finish,
+    run_problem,
     workdir,
 )
 from otel_delta.convert import spans_to_arrow
@@ -174,13 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             f"  {store:<6} p50 {figures['p50_ms']} ms  p99 {figures['p99_ms']} ms  "
             f"max {figures['max_ms']} ms  ({figures['commits']} commits)"
         )
-    problems = [
-        f"{r['store']}: {r['rows_in_table']} rows stored, {r['spans_acked']} acked; "
-        f"errors {r['errors'] or 'none'}; exit {r['exit_code']}"
-        for results in runs.values()
-        for r in results
-        if r["rows_in_table"] != r["spans_acked"] or r["errors"] or r["exit_code"] != 0
-    ]
+    found = (run_problem(r["store"], r) for results in runs.values() for r in results)
+    problems = [problem for problem in found if problem]
     return finish(
         RESULTS_FILE,
         vars(args),

@@ -29,6 +29,7 @@ from bench.common import (
     finish,
     grpc_sender,
     http_sender,
+    run_problem,
     workdir,
 )
 from tests.certs import make_certs
@@ -130,13 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     for name, value in ratios.items():
         print(f"{name}: {value:.2f}")
-    problems = [
-        f"{r['transport']}{'+tls' if r['tls'] else ''}: {r['rows_in_table']} rows stored, "
-        f"{r['spans_acked']} acked; errors {r['errors'] or 'none'}; exit {r['exit_code']}"
+    found = (
+        run_problem(f"{r['transport']}{'+tls' if r['tls'] else ''}", r)
         for runs in rounds.values()
         for r in runs
-        if r["rows_in_table"] != r["spans_acked"] or r["errors"] or r["exit_code"] != 0
-    ]
+    )
+    problems = [problem for problem in found if problem]
     if ratios["http_over_grpc"] < HTTP_GOAL:
         print(f"HTTP below the goal of {HTTP_GOAL}x gRPC", file=sys.stderr)
     return finish(
