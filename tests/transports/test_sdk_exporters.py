@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from opentelemetry._logs import LogRecord, SeverityNumber
@@ -24,6 +25,7 @@ from tests.helpers import read_table
 
 pytestmark = pytest.mark.e2e
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 RESOURCE = Resource.create({"service.name": "sdk-svc", "deployment.environment": "test"})
 
 
@@ -62,7 +64,8 @@ def test_sdk_spans_land_with_every_field(bridge, lakehouse) -> None:
         assert row["start_time_unix_nano"] == sdk_span.start_time
         assert row["end_time_unix_nano"] == sdk_span.end_time
         assert row["duration_ns"] == sdk_span.end_time - sdk_span.start_time
-        assert row["start_time"].timestamp() == pytest.approx(sdk_span.start_time / 1e9, abs=1e-6)
+        # Spark's TIMESTAMP is microseconds: the nanoseconds are truncated, never rounded.
+        assert row["start_time"] == EPOCH + timedelta(microseconds=sdk_span.start_time // 1000)
         assert row["service_name"] == "sdk-svc"
         assert row["scope_name"] == "e2e.tracer" and row["scope_version"] == "9.9.9"
         assert dict(row["resource_attributes"])["deployment.environment"] == "test"
