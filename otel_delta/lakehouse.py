@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
-from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties
+from deltalake import (
+    ColumnProperties,
+    CommitProperties,
+    DeltaTable,
+    Transaction,
+    WriterProperties,
+)
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
 from otel_delta.config import Settings, SparkSettings
@@ -27,7 +33,7 @@ from otel_delta.errors import (
     TableNotFoundError,
     describe,
 )
-from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES
+from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES, Layout
 from otel_delta.tables.schemas import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 
 if TYPE_CHECKING:
@@ -86,6 +92,18 @@ def s3_filesystem(options: dict[str, str]) -> pafs.S3FileSystem:
 
 
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+
+
+def column_properties(layout: Layout) -> dict[str, ColumnProperties]:
+    """delta-rs per-column settings of a layout (top-level columns only)."""
+    properties = {
+        name: ColumnProperties(dictionary_enabled=False) for name in layout.unique_columns
+    }
+    for name in layout.delta_columns:
+        properties[name] = ColumnProperties(
+            dictionary_enabled=False, encoding="DELTA_BINARY_PACKED"
+        )
+    return properties
 
 
 def table_uri(root: str, name: str) -> str:
@@ -164,11 +182,15 @@ class Lakehouse:
 
     # --- how files and commits are written --------------------------------------------------
 
-    def writer_properties(self) -> WriterProperties:
-        """How every engine encodes Parquet (appends and rewrites alike)."""
+    def writer_properties(self, table_name: str | None = None) -> WriterProperties:
+        """How delta-rs encodes a table's Parquet (appends and rewrites alike): the configured
+        codec, plus the table's column encodings (otel_delta/tables/layout.py) for a
+        telemetry table."""
+        spec = TABLES.get(table_name) if table_name else None
         return WriterProperties(
             compression=self.compression,  # type: ignore[arg-type]
             compression_level=self.compression_level,
+            column_properties=column_properties(spec.layout) if spec else None,
         )
 
     def commit_properties(self, app_transaction: Transaction | None = None) -> CommitProperties:

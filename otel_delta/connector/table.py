@@ -497,7 +497,7 @@ class Table:
                 predicate=scope.to_sql("datafusion"),
                 partition_by=partition_columns,
                 storage_options=self.connector.storage_options,
-                writer_properties=self.connector.lakehouse.writer_properties(),
+                writer_properties=self.connector.lakehouse.writer_properties(self.name),
                 commit_properties=self.connector.lakehouse.commit_properties(),
             )
         return changed

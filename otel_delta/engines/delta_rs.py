@@ -8,7 +8,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 import pyarrow as pa
-from deltalake import DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
+from deltalake import (
+    DeltaTable,
+    PostCommitHookProperties,
+    Transaction,
+    WriterProperties,
+    write_deltalake,
+)
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from otel_delta.engines.base import rows_rejected
@@ -50,7 +56,11 @@ class DeltaRsEngine:
         self.transient_retries = transient_retries
         self._tables: dict[str, DeltaTable] = {}
         self._locks = {name: threading.Lock() for name in TABLES}
-        self._writer_properties = lakehouse.writer_properties()
+        self._writer_properties = {name: lakehouse.writer_properties(name) for name in TABLES}
+        self._default_properties = lakehouse.writer_properties()
+
+    def _properties(self, table_name: str) -> WriterProperties:
+        return self._writer_properties.get(table_name, self._default_properties)
 
     def uri(self, name: str) -> str:
         return self.lakehouse.uri(name)
@@ -97,7 +107,7 @@ class DeltaRsEngine:
             table = self.open(table_name)
             if app_transaction is not None and holds_transaction(table, app_transaction):
                 return table.version()  # an earlier attempt landed (its reply did not)
-            self._write(table, data, app_transaction)
+            self._write(table_name, table, data, app_transaction)
             return table.version()
         except Exception as exc:
             self._tables.pop(table_name, None)  # reload the log before the next attempt
@@ -107,14 +117,18 @@ class DeltaRsEngine:
             raise
 
     def _write(
-        self, table: DeltaTable, data: pa.Table, app_transaction: Transaction | None
+        self,
+        table_name: str,
+        table: DeltaTable,
+        data: pa.Table,
+        app_transaction: Transaction | None,
     ) -> None:
         write_deltalake(
             table,
-            with_evolved_columns(table, data),
+            TABLES[table_name].layout.arrange(with_evolved_columns(table, data)),
             mode="append",
             target_file_size=self.lakehouse.target_file_size,
-            writer_properties=self._writer_properties,
+            writer_properties=self._properties(table_name),
             commit_properties=self.lakehouse.commit_properties(app_transaction),
             post_commithook_properties=PostCommitHookProperties(create_checkpoint=True),
         )
@@ -135,7 +149,7 @@ class DeltaRsEngine:
                 condition,
                 source_alias="s",
                 target_alias="t",
-                writer_properties=self._writer_properties,
+                writer_properties=self._properties(table_name),
                 commit_properties=self.lakehouse.commit_properties(),
             )
             .when_matched_update_all()
@@ -147,7 +161,7 @@ class DeltaRsEngine:
     def delete(self, table_name: str, condition: str) -> int:
         metrics = self._fresh(table_name).delete(
             condition,
-            writer_properties=self._writer_properties,
+            writer_properties=self._properties(table_name),
             commit_properties=self.lakehouse.commit_properties(),
         )
         return int(metrics.get("num_deleted_rows", 0))
@@ -164,7 +178,7 @@ class DeltaRsEngine:
         common: dict[str, Any] = {
             "partition_filters": partition_filters,
             "target_size": target_size,
-            "writer_properties": self._writer_properties,
+            "writer_properties": self._properties(table_name),
             "commit_properties": self.lakehouse.commit_properties(),
         }
         if z_order:

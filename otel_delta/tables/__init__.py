@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from otel_delta.tables import schemas
+from otel_delta.tables.layout import LOG_LAYOUT, METRIC_LAYOUT, SPAN_LAYOUT, Layout
 
 
 @dataclass(frozen=True)
@@ -16,13 +17,16 @@ class TableSpec:
     name: str
     schema: pa.Schema
     description: str
+    layout: Layout = METRIC_LAYOUT
 
 
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
-        TableSpec("spans", schemas.SPANS, "OpenTelemetry spans, one row per span"),
-        TableSpec("logs", schemas.LOGS, "OpenTelemetry log records, one row per record"),
+        TableSpec("spans", schemas.SPANS, "OpenTelemetry spans, one row per span", SPAN_LAYOUT),
+        TableSpec(
+            "logs", schemas.LOGS, "OpenTelemetry log records, one row per record", LOG_LAYOUT
+        ),
         TableSpec("metrics_gauge", schemas.METRICS_GAUGE, "Gauge data points"),
         TableSpec("metrics_sum", schemas.METRICS_SUM, "Sum (counter) data points"),
         TableSpec("metrics_histogram", schemas.METRICS_HISTOGRAM, "Histogram data points"),
@@ -49,4 +53,11 @@ def partitionable_columns() -> set[str]:
     return common or set()
 
 
-__all__ = ["DEFAULT_PARTITION_BY", "TABLES", "TableSpec", "partitionable_columns", "schemas"]
+__all__ = [
+    "DEFAULT_PARTITION_BY",
+    "TABLES",
+    "Layout",
+    "TableSpec",
+    "partitionable_columns",
+    "schemas",
+]

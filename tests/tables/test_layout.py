@@ -1,0 +1,91 @@
+"""Row order and column encodings of the files the writer produces (otel_delta/tables/layout.py)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from otel_delta.convert import spans_to_arrow
+from otel_delta.engines import DeltaRsEngine
+from otel_delta.lakehouse import Lakehouse
+from otel_delta.tables import TABLES
+from otel_delta.tables.layout import Layout
+
+BASE_NS = 1_795_000_000_123_456_789
+
+
+def interleaved_traces(traces: int = 40, spans_per_trace: int = 6, seed: int = 3) -> bytes:
+    """One request whose spans of many traces arrive interleaved, as a Collector batches them."""
+    rng = random.Random(seed)
+    spans = []
+    for t in range(traces):
+        trace_id = rng.randbytes(16)
+        root = rng.randbytes(8)
+        start = BASE_NS + t * 7_919_000 + rng.randrange(10**6)
+        for s in range(spans_per_trace):
+            span_id = root if s == 0 else rng.randbytes(8)
+            spans.append(
+                Span(
+                    trace_id=trace_id,
+                    span_id=span_id,
+                    parent_span_id=b"" if s == 0 else root,
+                    name=f"op-{s}",
+                    start_time_unix_nano=start + s * 1_000,
+                    end_time_unix_nano=start + s * 1_000 + rng.randrange(10**7),
+                    attributes=[KeyValue(key="n", value=AnyValue(int_value=s))],
+                )
+            )
+    rng.shuffle(spans)
+    resource = ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])
+    resource.resource.attributes.append(
+        KeyValue(key="service.name", value=AnyValue(string_value="layout-svc"))
+    )
+    return ExportTraceServiceRequest(resource_spans=[resource]).SerializeToString()
+
+
+def spans_table() -> pa.Table:
+    request = ExportTraceServiceRequest.FromString(interleaved_traces())
+    return spans_to_arrow(request).tables["spans"]
+
+
+def test_arrange_sorts_by_the_layout_keys_and_skips_absent_ones() -> None:
+    data = pa.table({"b": [2, 1, 2, 1], "a": ["x", "y", "w", "z"]})
+    arranged = Layout(sort_by=("missing", "b", "a")).arrange(data)
+    assert arranged.to_pydict() == {"b": [1, 1, 2, 2], "a": ["y", "z", "w", "x"]}
+    assert Layout().arrange(data) is data
+
+
+def test_the_writer_sorts_rows_and_encodes_columns_by_the_layout(tmp_path: Path) -> None:
+    data = spans_table()
+    engine = DeltaRsEngine(Lakehouse(str(tmp_path)))
+    engine.append("spans", data)
+    table = DeltaTable(str(tmp_path / "spans"))
+    (uri,) = table.file_uris()
+    parquet = pq.ParquetFile(uri.removeprefix("file://"))
+    stored = parquet.read()
+    keys = list(
+        zip(stored["trace_id"].to_pylist(), stored["start_time_unix_nano"].to_pylist(), strict=True)
+    )
+    assert keys == sorted(keys)
+    assert stored.num_rows == data.num_rows
+    assert sorted(stored["span_id"].to_pylist()) == sorted(data["span_id"].to_pylist())
+
+    encodings = {}
+    group = parquet.metadata.row_group(0)
+    for i in range(group.num_columns):
+        column = group.column(i)
+        encodings[column.path_in_schema] = set(column.encodings)
+    layout = TABLES["spans"].layout
+    for name in layout.delta_columns:
+        assert "DELTA_BINARY_PACKED" in encodings[name], (name, encodings[name])
+    for name in layout.unique_columns:
+        assert not encodings[name] & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}, encodings[name]
+    # columns the layout does not name keep the writer's default (dictionary)
+    assert "RLE_DICTIONARY" in encodings["name"]

@@ -1,0 +1,80 @@
+"""The readers users query telemetry with, on files written in the table layout (sorted rows,
+DELTA_BINARY_PACKED times, undictionaried ids): delta-rs, Polars, DuckDB and Spark all read the
+same rows, and the trace-id lookup a user would write in each returns that trace's spans."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from otel_delta.engines import DeltaRsEngine
+from otel_delta.lakehouse import Lakehouse
+from tests.tables.test_layout import spans_table
+
+pytestmark = pytest.mark.e2e
+
+SCALARS = ["trace_id", "span_id", "parent_span_id", "name", "start_time_unix_nano",
+           "end_time_unix_nano", "duration_ns"]  # fmt: skip
+
+
+def rows(table: pa.Table) -> list[tuple]:
+    return sorted(zip(*(table[name].to_pylist() for name in SCALARS), strict=True))
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> tuple[Path, pa.Table]:
+    root = tmp_path_factory.mktemp("readers")
+    data = spans_table()
+    DeltaRsEngine(Lakehouse(str(root))).append("spans", data)
+    return root / "spans", data
+
+
+def some_trace(data: pa.Table) -> tuple[str, int]:
+    trace_id = data["trace_id"][0].as_py()
+    return trace_id, data["trace_id"].to_pylist().count(trace_id)
+
+
+def test_delta_rs_reads_every_row(written) -> None:
+    path, data = written
+    assert rows(DeltaTable(str(path)).to_pyarrow_table()) == rows(data)
+
+
+def test_polars_reads_every_row_and_finds_a_trace(written) -> None:
+    path, data = written
+    frame = pl.read_delta(str(path))
+    assert rows(frame.to_arrow()) == rows(data)
+    trace_id, count = some_trace(data)
+    found = pl.scan_delta(str(path)).filter(pl.col("trace_id") == trace_id).collect()
+    assert found.height == count
+    assert (found["end_time_unix_nano"] - found["start_time_unix_nano"]).to_list() == found[
+        "duration_ns"
+    ].to_list()
+
+
+def test_duckdb_reads_every_row_and_finds_a_trace(written) -> None:
+    path, data = written
+    dataset = DeltaTable(str(path)).to_pyarrow_dataset()  # DuckDB scans it in place
+    connection = duckdb.connect()
+    connection.register("spans", dataset)
+    assert rows(connection.sql("SELECT * FROM spans").to_arrow_table()) == rows(data)
+    trace_id, count = some_trace(data)
+    found = connection.execute(
+        "SELECT span_id, duration_ns FROM spans WHERE trace_id = ? ORDER BY start_time_unix_nano",
+        [trace_id],
+    ).fetchall()
+    assert len(found) == count
+
+
+def test_spark_reads_every_row_and_finds_a_trace(written, spark) -> None:
+    path, data = written
+    frame = spark.read.format("delta").load(str(path))
+    assert rows(frame.toArrow()) == rows(data)
+    trace_id, count = some_trace(data)
+    frame.createOrReplaceTempView("layout_spans")
+    found = spark.sql(f"SELECT span_id FROM layout_spans WHERE trace_id = '{trace_id}'").collect()
+    assert len(found) == count
