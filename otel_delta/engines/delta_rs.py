@@ -125,7 +125,7 @@ class DeltaRsEngine:
     ) -> None:
         write_deltalake(
             table,
-            TABLES[table_name].layout.arrange(with_evolved_columns(table, data)),
+            with_evolved_columns(table, data),
             mode="append",
             target_file_size=self.lakehouse.target_file_size,
             writer_properties=self._properties(table_name),

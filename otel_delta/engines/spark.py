@@ -20,7 +20,6 @@ from otel_delta.engines.base import rows_rejected
 from otel_delta.errors import CommitError, RowsRejectedError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.sql import quote_identifier
-from otel_delta.tables import TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -110,12 +109,8 @@ class SparkEngine:
         app_transaction: Transaction | None = None,
         user_metadata: str | None = None,
     ) -> int:
-        """One Delta commit of `frame` to a telemetry table (created first if absent), its
-        rows in the table's layout order (tables/layout.py) within each partition's files;
-        the partition columns lead the sort so Spark's writer keeps this order."""
+        """One Delta commit of `frame` to a telemetry table (created first if absent)."""
         self.lakehouse.create_table(table_name)
-        keys = [*self.lakehouse.partition_by, *TABLES[table_name].layout.sort_by]
-        frame = frame.sortWithinPartitions(*[k for k in keys if k in frame.columns])
         return self.save(table_name, self.uri(table_name), frame, app_transaction, user_metadata)
 
     def save(

@@ -1,4 +1,4 @@
-"""Row order and column encodings of the files the writer produces (otel_delta/tables/layout.py)."""
+"""Column encodings of the files the writer produces (otel_delta/tables/layout.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from otel_delta.convert import spans_to_arrow
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.tables import TABLES
-from otel_delta.tables.layout import Layout
 
 BASE_NS = 1_795_000_000_123_456_789
 
@@ -55,14 +54,7 @@ def spans_table() -> pa.Table:
     return spans_to_arrow(request).tables["spans"]
 
 
-def test_arrange_sorts_by_the_layout_keys_and_skips_absent_ones() -> None:
-    data = pa.table({"b": [2, 1, 2, 1], "a": ["x", "y", "w", "z"]})
-    arranged = Layout(sort_by=("missing", "b", "a")).arrange(data)
-    assert arranged.to_pydict() == {"b": [1, 1, 2, 2], "a": ["y", "z", "w", "x"]}
-    assert Layout().arrange(data) is data
-
-
-def test_the_writer_sorts_rows_and_encodes_columns_by_the_layout(tmp_path: Path) -> None:
+def test_the_writer_encodes_columns_by_the_layout(tmp_path: Path) -> None:
     data = spans_table()
     engine = DeltaRsEngine(Lakehouse(str(tmp_path)))
     engine.append("spans", data)
@@ -70,10 +62,6 @@ def test_the_writer_sorts_rows_and_encodes_columns_by_the_layout(tmp_path: Path)
     (uri,) = table.file_uris()
     parquet = pq.ParquetFile(uri.removeprefix("file://"))
     stored = parquet.read()
-    keys = list(
-        zip(stored["trace_id"].to_pylist(), stored["start_time_unix_nano"].to_pylist(), strict=True)
-    )
-    assert keys == sorted(keys)
     assert stored.num_rows == data.num_rows
     assert sorted(stored["span_id"].to_pylist()) == sorted(data["span_id"].to_pylist())
 

@@ -1,6 +1,7 @@
-"""The readers users query telemetry with, on files written in the table layout (sorted rows,
-DELTA_BINARY_PACKED times, undictionaried ids): delta-rs, Polars, DuckDB and Spark all read the
-same rows, and the trace-id lookup a user would write in each returns that trace's spans."""
+"""The readers users query telemetry with, on files written in the table layout
+(DELTA_BINARY_PACKED times, span ids without dictionary): delta-rs, Polars, DuckDB and Spark
+all read the same rows, and the trace-id lookup a user would write in each returns that
+trace's spans."""
 
 from __future__ import annotations
 
