@@ -191,6 +191,11 @@ class TableSettings(Section):
     # drop date partitions older than this; None/0 = keep
     retention_days: int | None = Field(None, ge=0, le=100 * 365)
     checkpoint_enabled: bool = True  # checkpoint + expired-log cleanup each round
+    # maintenance rewrites today's ingested files, sorted by the table's cluster key, once they
+    # are this old (0 = today's partition is left to the compaction after the day closes)
+    open_partition_compaction_age_seconds: float = Field(900.0, ge=0, le=30 * DAY)
+    # zstd (or gzip/brotli) level of the files that compaction of today's partition writes
+    compaction_compression_level: int = Field(9, ge=1, le=22)
     # Delta's change data feed (delta.enableChangeDataFeed) on every telemetry table: inserts,
     # updates and deletes readable by version range (Table.changes, Spark readChangeFeed)
     change_data_feed: bool = False

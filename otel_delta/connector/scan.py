@@ -64,7 +64,7 @@ def files_dataset(delta: DeltaTable, files: list[FileStats]) -> ds.FileSystemDat
         )
     empty = delta.to_pyarrow_dataset(file_pruning_predicate="false")
     schema = empty.schema
-    filesystem = _local_filesystem(delta.table_uri) or empty.filesystem
+    filesystem = local_filesystem(delta.table_uri) or empty.filesystem
     fragments = [
         empty.format.make_fragment(
             unquote(f.path),  # add actions hold the path URL-encoded once more than on disk
@@ -76,7 +76,7 @@ def files_dataset(delta: DeltaTable, files: list[FileStats]) -> ds.FileSystemDat
     return ds.FileSystemDataset(fragments, schema, empty.format, filesystem=filesystem)
 
 
-def _local_filesystem(uri: str) -> pa_fs.FileSystem | None:
+def local_filesystem(uri: str) -> pa_fs.FileSystem | None:
     parsed = urlparse(uri)
     if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
         return None

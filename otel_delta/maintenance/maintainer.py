@@ -100,12 +100,19 @@ class Maintainer:
             )
             totals = self.totals.setdefault(name, TableTotals())
             totals.rounds += 1
-            totals.files_compacted += report.files_compacted
+            totals.files_compacted += report.files_compacted + report.open_files_compacted
             totals.files_vacuumed += report.files_vacuumed
             totals.expired_rows_deleted += report.expired_rows_deleted
             totals.errors += len(report.errors)
             if report.checkpointed:
                 self._checkpointed[name] = report.version
+            if report.open_files_compacted:
+                log.info(
+                    "maintained %s: %d of today's files clustered into %d",
+                    name,
+                    report.open_files_compacted,
+                    report.open_files_written,
+                )
             if report.files_compacted or report.files_vacuumed or report.expired_rows_deleted:
                 log.info(
                     "maintained %s: %d files compacted into %d, %d vacuumed, %d expired rows",

@@ -18,6 +18,10 @@ def maintenance_policy(settings: Settings) -> MaintenancePolicy | None:
         retention_days=table.retention_days or None,
         checkpoint=table.checkpoint_enabled,
         target_file_size=lake.storage.file_size_target,
+        open_partition_age_seconds=table.open_partition_compaction_age_seconds,
+        compression=table.compression,
+        compaction_compression_level=table.compaction_compression_level,
+        max_commit_retries=lake.operations.max_commit_retries,
     )
     anything = policy.optimize or policy.vacuum or policy.retention_days or policy.checkpoint
     if not table.maintenance_interval_seconds or not anything:

@@ -2,8 +2,10 @@
 
 Built on the connector API (so maintenance commits get its bounded conflict retries and
 typed errors). Each step is independent — a failure is recorded and the next step still runs —
-and none of them can take rows from the receiver: compaction is a dataChange=false rewrite
-limited to closed partitions (date before today, UTC) while the receiver appends to today's;
+and none of them can take rows from the receiver: compaction of closed partitions (date before
+today, UTC) is delta-rs's bin-packing; today's partition, where the receiver appends, gets the
+clustered compaction of files older than a minimum age (compaction.py); both are
+dataChange=false rewrites that concurrent appends commit around;
 vacuum only deletes files already removed from the table (never delta-rs's "full" mode, which
 could delete the files of a commit in flight); retention deletes whole expired date partitions.
 """
@@ -18,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from otel_delta.errors import describe
+from otel_delta.maintenance import compaction
 from otel_delta.metrics import MAINTENANCE_RUNS, MAINTENANCE_SECONDS
+from otel_delta.tables import TABLES
 
 if TYPE_CHECKING:
     from otel_delta.connector import Table
@@ -36,6 +40,12 @@ class TablePolicy:
     retention_days: int | None = None
     checkpoint: bool = True
     target_file_size: int = 128 * 1024 * 1024
+    # today's ingested files are rewritten, clustered, once this old (0 = not before the day
+    # closes); see otel_delta/maintenance/compaction.py
+    open_partition_age_seconds: float = 900.0
+    compression: str = "ZSTD"
+    compaction_compression_level: int = 9
+    max_commit_retries: int = 15
 
 
 @dataclass
@@ -46,6 +56,8 @@ class TableReport:
     expired_rows_deleted: int = 0
     files_compacted: int = 0
     files_written: int = 0
+    open_files_compacted: int = 0  # of today's partition, by the clustered compaction
+    open_files_written: int = 0
     files_vacuumed: int = 0
     checkpointed: bool = False
     version: int = -1
@@ -105,6 +117,26 @@ def maintain_table(
             report.files_written = result.files_added
 
         _step(report, "compaction", compact)
+
+    if policy.optimize and by_date and policy.open_partition_age_seconds:
+
+        def compact_open() -> None:
+            day = today.isoformat()
+            result = compaction.compact(
+                table.delta(),
+                TABLES[table.name].layout,
+                compaction.RewriteOptions(
+                    compression=policy.compression,
+                    compression_level=policy.compaction_compression_level,
+                    max_commit_retries=policy.max_commit_retries,
+                ),
+                include=lambda values: values.get("date") == day,
+                older_than_ms=int((time.time() - policy.open_partition_age_seconds) * 1000),
+            )
+            report.open_files_compacted = result.files_removed
+            report.open_files_written = result.files_added
+
+        _step(report, "open-partition compaction", compact_open)
 
     if policy.vacuum:
 

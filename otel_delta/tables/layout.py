@@ -6,8 +6,8 @@ Applied to every delta-rs write of a telemetry table (appends, merges, deletes, 
   (82k spans of bench.common's workload, one commit): the sort itself takes 0.3 µs/span but
   reordering the nested columns (attribute maps, events) takes ~4.6 µs/span, about as much as
   the Parquet encode, and the file came out no smaller (pyarrow's writer: 60.5 unsorted vs
-  61.0 B/span sorted). Clustering by
-  trace id belongs in compaction, off the ingest path (issue #14, open).
+  61.0 B/span sorted). Rows are sorted by `cluster_columns` in compaction instead, off the
+  ingest path (otel_delta/maintenance/compaction.py).
 - **Ids unique per row** (`span_id`) are not dictionary-encoded: a dictionary of values that never
   repeat is pure overhead (a page of values plus an index per row).
 - **Nanosecond times** use DELTA_BINARY_PACKED: neighbouring times differ by far less than
@@ -29,23 +29,61 @@ file of the table.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+LEVELLED_CODECS = ("zstd", "gzip", "brotli")  # pyarrow accepts a level for these only
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Column encodings of one table's files."""
+    """Column encodings of one table's files, and the row order compaction gives them."""
 
     unique_columns: tuple[str, ...] = ()  # one distinct value per row: no dictionary
     delta_columns: tuple[str, ...] = ()  # int64 times: DELTA_BINARY_PACKED
+    cluster_columns: tuple[str, ...] = ()  # compaction sorts rows by these (maintenance)
+
+
+def parquet_options(
+    layout: Layout, schema: pa.Schema, compression: str, compression_level: int
+) -> dict[str, Any]:
+    """pyarrow `ParquetWriter` options of a layout: the same encodings delta-rs is given
+    (lakehouse.column_properties), for the files compaction writes itself."""
+    plain = set(layout.unique_columns) | set(layout.delta_columns)
+    codec = compression.lower().replace("uncompressed", "none")
+    return {
+        "compression": codec,
+        "compression_level": compression_level if codec in LEVELLED_CODECS else None,
+        "use_dictionary": [
+            path for path in _leaf_paths(schema) if path.split(".", 1)[0] not in plain
+        ],
+        "column_encoding": {name: "DELTA_BINARY_PACKED" for name in layout.delta_columns} or None,
+        "write_statistics": True,
+    }
+
+
+@lru_cache(maxsize=32)
+def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
+    """Parquet leaf column paths of an Arrow schema (what per-column options name)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    metadata = pq.read_metadata(pa.BufferReader(sink.getvalue()))
+    return tuple(metadata.schema.column(i).path for i in range(metadata.num_columns))
 
 
 SPAN_LAYOUT = Layout(
     unique_columns=("span_id",),
     delta_columns=("start_time_unix_nano", "end_time_unix_nano"),
+    cluster_columns=("trace_id", "start_time_unix_nano"),
 )
 LOG_LAYOUT = Layout(
     delta_columns=("time_unix_nano", "observed_time_unix_nano"),
+    cluster_columns=("trace_id", "time_unix_nano"),
 )
 METRIC_LAYOUT = Layout(
     delta_columns=("start_time_unix_nano", "time_unix_nano"),
+    cluster_columns=("metric_name", "time_unix_nano"),
 )

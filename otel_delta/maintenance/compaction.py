@@ -1,0 +1,369 @@
+"""Clustered compaction of today's partition: rewrite the small files ingestion wrote as
+fewer files whose rows are sorted by the table's cluster key, without changing a row.
+
+Why our own and not delta-rs's `optimize`: delta-rs compacts every small file of the
+partitions it is given, so it cannot leave alone the files ingestion wrote a minute ago, nor
+the files an earlier round already compacted (today's partition would be rewritten again each
+round while it grows), and its Z-order rewrites a whole partition each time. Here files are
+chosen one by one from the Delta log: ingested files older than a minimum age, grouped per
+partition up to GROUP_INPUT_BYTES of input (the rows are sorted in memory). Each group is
+read, sorted by the layout's cluster key (trace id then time for spans and logs: the rows of
+one trace end up next to each other, in one narrow row group the reader finds by its
+statistics) and written with the table's encodings at the compaction zstd level, as one file
+named CLUSTERED_PREFIX…, which this module never rewrites: after the day closes, the
+scheduled delta-rs compaction merges those into target-size files. Each row is so rewritten
+at most twice.
+
+The commit removes the inputs and adds the output with dataChange=false, so readers of the
+change feed or a stream see nothing new, and it is safe beside concurrent writers: appends
+commit around it (delta-rs rebases the commit over them), while a commit that removed one of
+the inputs meanwhile (a delete, retention, another compaction) makes this one fail instead of
+bringing those rows back. The file of a group whose commit failed is deleted (only a crash
+between writing and committing leaves one behind, never referenced by the log).
+
+Statistics of the new file are taken from its Parquet footer, for the top-level scalar
+columns, in the format delta-rs writes (timestamps in milliseconds).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pa_fs
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction
+
+from otel_delta.connector.scan import local_filesystem
+from otel_delta.tables.layout import Layout, parquet_options
+
+ROW_GROUP_ROWS = 128 * 1024  # rows per row group of a compacted file: narrow trace id ranges
+# Input (compressed bytes on disk) of one rewrite. The rows are sorted in memory, and decoded
+# telemetry is ~20x its zstd size in Arrow (measured: 1,254 B/span in Arrow, ~62 on disk), so
+# 8 MiB of files is ~160 MiB of Arrow, twice that while sorting.
+GROUP_INPUT_BYTES = 8 * 1024 * 1024
+CLUSTERED_PREFIX = "clustered-"  # names the files this module writes: never rewritten by it
+MAX_STRING_STAT = 64  # longer string min/max are left out of the log (ids and names fit)
+
+
+@dataclass(frozen=True)
+class RewriteOptions:
+    """How rewritten files are encoded and committed."""
+
+    compression: str = "ZSTD"
+    compression_level: int = 9
+    max_commit_retries: int = 15
+    group_input_bytes: int = GROUP_INPUT_BYTES
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One live file of the table, as the Delta log describes it."""
+
+    path: str  # as in the add action (URL-encoded)
+    size: int
+    modification_ms: int
+    partition: tuple[tuple[str, str | None], ...]  # partition values as the log writes them
+
+
+@dataclass
+class CompactionResult:
+    files_removed: int = 0
+    files_added: int = 0
+    rows: int = 0
+    bytes_removed: int = 0
+    bytes_added: int = 0
+
+
+def candidates(delta: DeltaTable) -> list[Candidate]:
+    """Every live file of the current snapshot with its size, age and partition values."""
+    actions = pa.table(delta.get_add_actions(flatten=True))
+    names = [n for n in actions.column_names if n.startswith("partition.")]
+    partitions = [[_partition_text(v) for v in actions.column(n).to_pylist()] for n in names]
+    keys = [n.removeprefix("partition.") for n in names]
+    return [
+        Candidate(
+            path=path,
+            size=size,
+            modification_ms=modified,
+            partition=tuple(zip(keys, (p[i] for p in partitions), strict=True)),
+        )
+        for i, (path, size, modified) in enumerate(
+            zip(
+                actions.column("path").to_pylist(),
+                actions.column("size_bytes").to_pylist(),
+                actions.column("modification_time").to_pylist(),
+                strict=True,
+            )
+        )
+    ]
+
+
+def _partition_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return str(value)
+
+
+def plan(
+    files: Iterable[Candidate],
+    *,
+    group_input_bytes: int = GROUP_INPUT_BYTES,
+    include: Callable[[dict[str, str | None]], bool] | None = None,
+    older_than_ms: int | None = None,
+) -> list[list[Candidate]]:
+    """Groups of files to rewrite together: one partition each, input ≤ `group_input_bytes`.
+
+    Files this module wrote, files of that size or more, files not passing `include` (given
+    the partition values) and files written at or after `older_than_ms` (epoch ms) are left.
+    A group of one file is dropped (rewriting it alone gains little).
+    """
+    by_partition: dict[tuple[tuple[str, str | None], ...], list[Candidate]] = defaultdict(list)
+    for file in files:
+        if file.size >= group_input_bytes or _clustered(file.path):
+            continue
+        if older_than_ms is not None and file.modification_ms >= older_than_ms:
+            continue
+        if include is not None and not include(dict(file.partition)):
+            continue
+        by_partition[file.partition].append(file)
+    groups: list[list[Candidate]] = []
+    for members in by_partition.values():
+        members.sort(key=lambda f: f.modification_ms)  # oldest first: neighbours in time
+        group: list[Candidate] = []
+        size = 0
+        for file in members:
+            if group and size + file.size > group_input_bytes:
+                groups.append(group)
+                group, size = [], 0
+            group.append(file)
+            size += file.size
+        groups.append(group)
+    return [g for g in groups if len(g) > 1]
+
+
+def _clustered(path: str) -> bool:
+    return path.rsplit("/", 1)[-1].startswith(CLUSTERED_PREFIX)
+
+
+def compact(
+    delta: DeltaTable,
+    layout: Layout,
+    options: RewriteOptions,
+    *,
+    include: Callable[[dict[str, str | None]], bool] | None = None,
+    older_than_ms: int | None = None,
+) -> CompactionResult:
+    """Plan and rewrite every group, one commit per group (a lost race costs one group)."""
+    total = CompactionResult()
+    groups = plan(
+        candidates(delta),
+        group_input_bytes=options.group_input_bytes,
+        include=include,
+        older_than_ms=older_than_ms,
+    )
+    if not groups:
+        return total
+    filesystem = table_filesystem(delta)
+    for group in groups:
+        done = rewrite(delta, group, layout, options, filesystem=filesystem)
+        total.files_removed += done.files_removed
+        total.files_added += done.files_added
+        total.rows += done.rows
+        total.bytes_removed += done.bytes_removed
+        total.bytes_added += done.bytes_added
+    return total
+
+
+def table_filesystem(delta: DeltaTable) -> pa_fs.FileSystem:
+    """A pyarrow file system rooted at the table: pyarrow's own for a local table (delta-rs's
+    is implemented in Python), delta-rs's (every object store it reaches) otherwise."""
+    return (
+        local_filesystem(delta.table_uri)
+        or delta.to_pyarrow_dataset(file_pruning_predicate="false").filesystem
+    )
+
+
+def rewrite(
+    delta: DeltaTable,
+    group: Sequence[Candidate],
+    layout: Layout,
+    options: RewriteOptions,
+    *,
+    filesystem: pa_fs.FileSystem | None = None,
+) -> CompactionResult:
+    """Rewrite one group as sorted files and commit the swap (see the module docstring)."""
+    filesystem = filesystem or table_filesystem(delta)
+    partition_columns = set(delta.metadata().partition_columns)
+    schema = pa.schema(
+        [f for f in pa.schema(delta.schema().to_arrow()) if f.name not in partition_columns]
+    )
+    rows = pa.concat_tables(
+        [_read(filesystem, unquote(f.path), schema) for f in group], promote_options="default"
+    )
+    rows = _cluster(rows, layout)
+    directory = group[0].path.rsplit("/", 1)[0] if "/" in group[0].path else ""
+    encoding = parquet_options(layout, schema, options.compression, options.compression_level)
+    suffix = options.compression.lower()
+    now_ms = int(time.time() * 1000)
+    partition_values = dict(group[0].partition)
+    # one file: a group's input is a fraction of the target file size
+    name = f"{CLUSTERED_PREFIX}{uuid.uuid4()}.{suffix}.parquet"
+    relative = f"{directory}/{name}" if directory else name
+    with filesystem.open_output_stream(unquote(relative)) as sink:
+        writer = pq.ParquetWriter(sink, schema, **encoding)
+        writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
+        writer.close()
+    add = AddAction(
+        path=relative,
+        size=filesystem.get_file_info(unquote(relative)).size,
+        partition_values=partition_values,
+        modification_time=now_ms,
+        data_change=False,
+        stats=file_stats(_footer(filesystem, unquote(relative)), schema),
+    )
+    removes = [
+        RemoveAction(
+            path=f.path,
+            data_change=False,
+            deletion_timestamp=now_ms,
+            size=f.size,
+            partition_values=partition_values,
+        )
+        for f in group
+    ]
+    try:
+        delta.create_write_transaction(
+            [*removes, add],
+            mode="append",
+            schema=delta.schema(),
+            partition_by=list(delta.metadata().partition_columns) or None,
+            commit_properties=CommitProperties(
+                max_commit_retries=options.max_commit_retries,
+                custom_metadata={"otel_delta.operation": "compaction"},
+            ),
+        )
+    except BaseException:
+        _discard_unless_committed(delta, filesystem, relative)
+        raise
+    return CompactionResult(
+        files_removed=len(group),
+        files_added=1,
+        rows=rows.num_rows,
+        bytes_removed=sum(f.size for f in group),
+        bytes_added=add.size,
+    )
+
+
+def _discard_unless_committed(
+    delta: DeltaTable, filesystem: pa_fs.FileSystem, relative: str
+) -> None:
+    """Delete the file of a failed commit, unless the commit did land after all (an answer
+    lost on the way back from an object store): the log is read again before deleting, and a
+    file whose fate is unknown is left (unreferenced, it harms nothing)."""
+    try:
+        delta.update_incremental()
+        if relative not in {c.path for c in candidates(delta)}:
+            filesystem.delete_file(unquote(relative))
+    except Exception:  # the error being raised is the one to report
+        return
+
+
+def _read(filesystem: pa_fs.FileSystem, path: str, schema: pa.Schema) -> pa.Table:
+    """A file's rows in the table schema (columns added since it was written come back null;
+    string_view and large types written by other writers are cast to the table's)."""
+    table = pq.read_table(path, filesystem=filesystem)
+    columns = []
+    for field in schema:
+        if field.name in table.column_names:
+            columns.append(table.column(field.name).cast(field.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _cluster(rows: pa.Table, layout: Layout) -> pa.Table:
+    keys = [(c, "ascending") for c in layout.cluster_columns if c in rows.column_names]
+    if not keys or rows.num_rows < 2:
+        return rows
+    return rows.take(pc.sort_indices(rows, sort_keys=keys))
+
+
+def _footer(filesystem: pa_fs.FileSystem, path: str) -> pq.FileMetaData:
+    with filesystem.open_input_file(path) as source:
+        return pq.ParquetFile(source).metadata
+
+
+def file_stats(metadata: pq.FileMetaData, schema: pa.Schema) -> str:
+    """Delta `stats` JSON of a file from its footer: row count, and per top-level scalar
+    column its null count and, where every row group recorded them, min and max."""
+    index = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    minimum: dict[str, Any] = {}
+    maximum: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for field in schema:
+        if field.name not in index or not _scalar(field.type):
+            continue
+        column = index[field.name]
+        groups = [
+            metadata.row_group(g).column(column).statistics for g in range(metadata.num_row_groups)
+        ]
+        if any(s is None for s in groups):
+            continue
+        nulls[field.name] = sum(s.null_count for s in groups)
+        bounds = [(s.min, s.max) for s in groups if s.has_min_max]
+        if not bounds or len(bounds) != sum(1 for s in groups if s.num_values):
+            continue
+        low, high = min(b[0] for b in bounds), max(b[1] for b in bounds)
+        if isinstance(high, str) and max(len(low), len(high)) > MAX_STRING_STAT:
+            continue
+        if isinstance(high, float) and (high != high or low != low):  # NaN
+            continue
+        minimum[field.name] = _json_value(low, field.type)
+        maximum[field.name] = _json_value(high, field.type)
+    return json.dumps(
+        {
+            "numRecords": metadata.num_rows,
+            "minValues": minimum,
+            "maxValues": maximum,
+            "nullCount": nulls,
+        },
+        separators=(",", ":"),
+    )
+
+
+def _scalar(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_timestamp(kind)
+        or pa.types.is_date(kind)
+    )
+
+
+def _json_value(value: Any, kind: pa.DataType) -> Any:
+    if pa.types.is_timestamp(kind):
+        if isinstance(value, int):
+            value = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=value)
+        # milliseconds, as delta-rs writes them (readers allow for the truncation), and like
+        # delta-rs without a fraction when it is zero
+        value = value.astimezone(dt.UTC)
+        millis = value.microsecond // 1000
+        fraction = f".{millis:03d}" if millis else ""
+        return value.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
+    if pa.types.is_date(kind):
+        return value.isoformat()
+    return value

@@ -1,0 +1,229 @@
+"""Clustered compaction of today's partition: every row kept once, sorted, statistics as
+delta-rs writes them, safe beside appends and deletes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from otel_delta import DeltaConfig, DeltaLakeConnector
+from otel_delta.maintenance import compaction
+from otel_delta.maintenance.tasks import TablePolicy, maintain_table, utc_today
+from otel_delta.tables import TABLES
+from otel_delta.tables.schemas import SPANS
+
+LAYOUT = TABLES["spans"].layout
+OPTIONS = compaction.RewriteOptions()
+LATER_MS = 2**62  # a cutoff every file is older than
+
+
+def spans(rng: random.Random, count: int, day: dt.date, first: int) -> pa.Table:
+    base = int(dt.datetime.combine(day, dt.time(1), tzinfo=dt.UTC).timestamp()) * 10**9
+    rows = []
+    for i in range(first, first + count):
+        start = base + rng.randrange(3_600 * 10**9)
+        rows.append(
+            {
+                "service_name": "svc",
+                "date": day,
+                "start_time": dt.datetime.fromtimestamp(start // 10**9, dt.UTC),
+                "trace_id": f"{rng.getrandbits(128):032x}",
+                "span_id": f"{i:016x}",
+                "name": rng.choice(["GET /cart", "SELECT products", "publish orders"]),
+                "start_time_unix_nano": start,
+                "end_time_unix_nano": start + rng.randrange(10**9),
+                "attributes": [("http.route", rng.choice(["/cart", "/pay"]))],
+                "status_message": "x" * rng.choice([0, 200]),  # too long for a log statistic
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=SPANS)
+
+
+def spans_table(lake: Path):
+    return DeltaLakeConnector(DeltaConfig.for_path(lake)).get_or_create_table("spans")
+
+
+def fill(table, commits: int, per_commit: int = 50, day: dt.date | None = None) -> pa.Table:
+    rng = random.Random(7)
+    written = []
+    for c in range(commits):
+        batch = spans(rng, per_commit, day or utc_today(), c * per_commit)
+        table.bulk_insert(batch)
+        written.append(batch)
+    return pa.concat_tables(written)
+
+
+def row_count(table) -> int:
+    return DeltaTable(table.uri).to_pyarrow_table(columns=["span_id"]).num_rows
+
+
+def by_span(rows: pa.Table) -> list[dict]:
+    columns = ["span_id", "trace_id", "start_time_unix_nano", "name", "attributes"]
+    return sorted(rows.select(columns).to_pylist(), key=lambda r: r["span_id"])
+
+
+def log_actions(path: Path, version: int) -> list[dict]:
+    entry = path / "_delta_log" / f"{version:020d}.json"
+    return [json.loads(line) for line in entry.read_text().splitlines()]
+
+
+def test_rewrite_keeps_every_row_once_sorted_with_delta_rs_statistics(tmp_path: Path) -> None:
+    table = spans_table(tmp_path)
+    written = fill(table, commits=12)
+    delta = table.delta()
+    before = delta.version()
+
+    result = compaction.compact(delta, LAYOUT, OPTIONS, older_than_ms=LATER_MS)
+
+    assert (result.files_removed, result.files_added, result.rows) == (12, 1, 600)
+    fresh = DeltaTable(table.uri)
+    assert by_span(fresh.to_pyarrow_table()) == by_span(written)
+    files = compaction.candidates(fresh)
+    assert len(files) == 1 and files[0].path.rsplit("/", 1)[1].startswith("clustered-")
+    local = pq.read_table(tmp_path / "spans" / files[0].path)
+    ids, starts = local["trace_id"].to_pylist(), local["start_time_unix_nano"].to_pylist()
+    keys = list(zip(ids, starts, strict=True))
+    assert keys == sorted(keys)
+    assert (
+        pq.read_metadata(tmp_path / "spans" / files[0].path).row_group(0).column(0).compression
+        == "ZSTD"
+    )
+
+    # the swap is one commit, invisible to change readers
+    actions = log_actions(tmp_path / "spans", before + 1)
+    changes = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
+    assert len(changes) == 13 and {c["dataChange"] for c in changes} == {False}
+
+    # statistics equal those delta-rs records for the same rows, where we record one
+    ours = json.loads(next(a["add"] for a in actions if "add" in a)["stats"])
+    reference = tmp_path / "reference"
+    write_deltalake(reference, local, mode="append")
+    theirs = json.loads(log_actions(reference, 0)[-1]["add"]["stats"])
+    assert ours["numRecords"] == theirs["numRecords"] == 600
+    for kind in ("minValues", "maxValues", "nullCount"):
+        assert ours[kind], kind
+        for column, value in ours[kind].items():
+            assert theirs[kind][column] == value, (kind, column)
+    assert {"trace_id", "start_time", "start_time_unix_nano"} <= set(ours["minValues"])
+    assert "status_message" not in ours["maxValues"]  # 200 characters: left out
+
+
+def test_young_and_already_clustered_files_are_left(tmp_path: Path) -> None:
+    table = spans_table(tmp_path)
+    fill(table, commits=4)
+    cutoff = int(time.time() * 1000) + 1
+    time.sleep(0.01)
+    fill(table, commits=3, day=utc_today())
+    delta = table.delta()
+
+    first = compaction.compact(delta, LAYOUT, OPTIONS, older_than_ms=cutoff)
+    assert first.files_removed == 4
+    again = compaction.compact(table.delta(), LAYOUT, OPTIONS, older_than_ms=cutoff)
+    assert again.files_removed == 0  # the clustered file and the young ones stay
+
+    yesterday = utc_today() - dt.timedelta(days=1)
+    fill(table, commits=3, day=yesterday)
+    today_only = compaction.compact(
+        table.delta(),
+        LAYOUT,
+        OPTIONS,
+        include=lambda values: values["date"] == utc_today().isoformat(),
+        older_than_ms=LATER_MS,
+    )
+    assert today_only.files_removed == 3  # the young ones of today, not yesterday's
+    assert row_count(table) == 4 * 50 + 3 * 50 + 3 * 50
+
+
+def test_a_concurrent_delete_of_an_input_fails_the_rewrite_and_resurrects_nothing(
+    tmp_path: Path,
+) -> None:
+    table = spans_table(tmp_path)
+    fill(table, commits=5)
+    delta = table.delta()
+    groups = compaction.plan(compaction.candidates(delta), older_than_ms=LATER_MS)
+    assert len(groups) == 1
+
+    deleted = table.delete(f"span_id = '{0:016x}'")  # another writer, after the plan
+    assert deleted.deleted == 1
+
+    with pytest.raises(Exception, match="concurrent"):
+        compaction.rewrite(delta, groups[0], LAYOUT, OPTIONS)
+    assert row_count(table) == 5 * 50 - 1
+    leftovers = [p for p in (tmp_path / "spans").rglob("clustered-*")]
+    assert leftovers == []  # the file of the failed commit is gone
+
+
+def test_readers_never_see_a_row_twice_or_miss_one_while_appends_continue(
+    tmp_path: Path,
+) -> None:
+    table = spans_table(tmp_path)
+    fill(table, commits=6)
+    appended = [6 * 50]  # rows in the table after each append, in commit order
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def append() -> None:
+        rng = random.Random(11)
+        first = 10_000
+        appender = spans_table(tmp_path)
+        try:
+            while not stop.is_set():
+                appender.bulk_insert(spans(rng, 20, utc_today(), first))
+                first += 20
+                appended.append(appended[-1] + 20)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    compacted = 0
+    try:
+        deadline = time.monotonic() + 20
+        while compacted < 3 and time.monotonic() < deadline:
+            result = compaction.compact(table.delta(), LAYOUT, OPTIONS, older_than_ms=LATER_MS)
+            compacted += result.files_added
+    finally:
+        stop.set()
+        thread.join(60)
+    assert not errors
+    assert compacted >= 3
+
+    delta = DeltaTable(table.uri)
+    latest = delta.version()
+    seen = []
+    for version in range(latest + 1):
+        at = DeltaTable(table.uri, version=version)
+        ids = at.to_pyarrow_table(columns=["span_id"]).column("span_id").to_pylist()
+        assert len(ids) == len(set(ids)), f"a row twice at version {version}"
+        seen.append(len(ids))
+    assert seen[-1] == appended[-1]
+    # every version's count is one the appends produced (compactions change none)
+    assert set(seen) <= {50 * k for k in range(6)} | set(appended)
+    assert seen == sorted(seen)
+
+
+def test_maintenance_round_clusters_todays_old_files(tmp_path: Path) -> None:
+    table = spans_table(tmp_path)
+    fill(table, commits=4)
+    time.sleep(1.2)
+    fill(table, commits=2)  # younger than the minimum age: left
+    policy = TablePolicy(vacuum=False, checkpoint=False, open_partition_age_seconds=1.0)
+
+    report = maintain_table(table, policy)
+
+    assert report.errors == []
+    assert (report.open_files_compacted, report.open_files_written) == (4, 1)
+    assert row_count(table) == 6 * 50
+    off = maintain_table(
+        table, TablePolicy(vacuum=False, checkpoint=False, open_partition_age_seconds=0)
+    )
+    assert off.open_files_compacted == 0
