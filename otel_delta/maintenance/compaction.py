@@ -41,10 +41,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
+from deltalake import DeltaTable, WriterProperties
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from otel_delta.connector.scan import local_filesystem
+from otel_delta.lakehouse import column_properties
 from otel_delta.tables.layout import Layout, parquet_options
 
 ROW_GROUP_ROWS = 128 * 1024  # rows per row group of a compacted file: narrow trace id ranges
@@ -52,6 +53,7 @@ ROW_GROUP_ROWS = 128 * 1024  # rows per row group of a compacted file: narrow tr
 # telemetry is ~20x its zstd size in Arrow (measured: 1,254 B/span in Arrow, ~62 on disk), so
 # 8 MiB of files is ~160 MiB of Arrow, twice that while sorting.
 GROUP_INPUT_BYTES = 8 * 1024 * 1024
+MAX_SPILL_BYTES = 256 * 1024 * 1024  # memory of a closed partition's sort before it spills
 CLUSTERED_PREFIX = "clustered-"  # names the files this module writes: never rewritten by it
 MAX_STRING_STAT = 64  # longer string min/max are left out of the log (ids and names fit)
 
@@ -78,6 +80,7 @@ class Candidate:
 
 @dataclass
 class CompactionResult:
+    partitions: int = 0
     files_removed: int = 0
     files_added: int = 0
     rows: int = 0
@@ -185,6 +188,78 @@ def compact(
         total.bytes_removed += done.bytes_removed
         total.bytes_added += done.bytes_added
     return total
+
+
+def unclustered_partitions(
+    delta: DeltaTable, column: str, include: Callable[[dict[str, str | None]], bool]
+) -> list[dict[str, str]]:
+    """Partitions passing `include` whose files' `column` ranges overlap (from the log's
+    statistics): after clustering a partition's files hold disjoint ranges, so a partition is
+    clustered again only when files were added to it since (late data, a backfill)."""
+    actions = pa.table(delta.get_add_actions(flatten=True))
+    if f"min.{column}" not in actions.column_names:
+        return []
+    ranges: dict[tuple[tuple[str, str | None], ...], list[tuple[Any, Any]]] = defaultdict(list)
+    for file, low, high in zip(
+        candidates(delta),
+        actions.column(f"min.{column}").to_pylist(),
+        actions.column(f"max.{column}").to_pylist(),
+        strict=True,
+    ):
+        values = dict(file.partition)
+        if include(values) and None not in values.values():
+            ranges[file.partition].append((low, high))
+    chosen = []
+    for partition, spans in ranges.items():
+        if len(spans) < 2:
+            continue
+        if any(low is None or high is None for low, high in spans):
+            chosen.append(partition)  # a file without statistics: cannot tell
+            continue
+        spans.sort()
+        if any(spans[i][0] < spans[i - 1][1] for i in range(1, len(spans))):
+            chosen.append(partition)
+    return [{k: v for k, v in p if v is not None} for p in chosen]
+
+
+def cluster_partitions(
+    delta: DeltaTable,
+    layout: Layout,
+    options: RewriteOptions,
+    *,
+    include: Callable[[dict[str, str | None]], bool],
+    target_size: int,
+    max_spill_bytes: int = MAX_SPILL_BYTES,
+) -> CompactionResult:
+    """Sort each unclustered partition passing `include` by the layout's first cluster column
+    across all its files (delta-rs Z-order on one column: a sort that spills to disk beyond
+    `max_spill_bytes`), into target-size files with disjoint ranges: a trace lookup then opens
+    one file per partition, found by the log's statistics. `partitions` of the result counts
+    the partitions clustered."""
+    done = CompactionResult()
+    if not layout.cluster_columns:
+        return done
+    column = layout.cluster_columns[0]
+    partitions = unclustered_partitions(delta, column, include)
+    properties = WriterProperties(
+        compression=options.compression,  # type: ignore[arg-type]
+        compression_level=options.compression_level,
+        max_row_group_size=ROW_GROUP_ROWS,
+        column_properties=column_properties(layout),
+    )
+    for values in partitions:
+        metrics = delta.optimize.z_order(
+            [column],
+            partition_filters=[(k, "=", v) for k, v in values.items()],
+            target_size=target_size,
+            max_spill_size=max_spill_bytes,
+            writer_properties=properties,
+            commit_properties=CommitProperties(max_commit_retries=options.max_commit_retries),
+        )
+        done.partitions += 1
+        done.files_removed += int(metrics.get("numFilesRemoved", 0))
+        done.files_added += int(metrics.get("numFilesAdded", 0))
+    return done
 
 
 def table_filesystem(delta: DeltaTable) -> pa_fs.FileSystem:

@@ -2,10 +2,11 @@
 
 Built on the connector API (so maintenance commits get its bounded conflict retries and
 typed errors). Each step is independent — a failure is recorded and the next step still runs —
-and none of them can take rows from the receiver: compaction of closed partitions (date before
-today, UTC) is delta-rs's bin-packing; today's partition, where the receiver appends, gets the
-clustered compaction of files older than a minimum age (compaction.py); both are
-dataChange=false rewrites that concurrent appends commit around;
+and none of them can take rows from the receiver: closed partitions (date before today, UTC)
+of spans and logs are sorted by trace id across their files once (again only if files arrive
+later), the rest of the closed partitions get delta-rs's bin-packing, and today's partition,
+where the receiver appends, gets the clustered compaction of files older than a minimum age
+(compaction.py); all are dataChange=false rewrites that concurrent appends commit around;
 vacuum only deletes files already removed from the table (never delta-rs's "full" mode, which
 could delete the files of a commit in flight); retention deletes whole expired date partitions.
 """
@@ -57,6 +58,7 @@ class TableReport:
     files_compacted: int = 0
     files_written: int = 0
     open_files_compacted: int = 0  # of today's partition, by the clustered compaction
+    partitions_clustered: int = 0  # closed partitions sorted across their files
     open_files_written: int = 0
     files_vacuumed: int = 0
     checkpointed: bool = False
@@ -107,29 +109,45 @@ def maintain_table(
 
         _step(report, "retention", expire)
 
+    day = today.isoformat()
+    layout = TABLES[table.name].layout
+    options = compaction.RewriteOptions(
+        compression=policy.compression,
+        compression_level=policy.compaction_compression_level,
+        max_commit_retries=policy.max_commit_retries,
+    )
+    if policy.optimize and by_date and layout.cluster_columns:
+
+        def cluster() -> None:
+            result = compaction.cluster_partitions(
+                table.delta(),
+                layout,
+                options,
+                include=lambda values: (values.get("date") or day) < day,
+                target_size=policy.target_file_size,
+            )
+            report.partitions_clustered = result.partitions
+            report.files_compacted += result.files_removed
+            report.files_written += result.files_added
+
+        _step(report, "clustering", cluster)
+
     if policy.optimize and by_date:  # with nothing to compact, optimize commits nothing
 
         def compact() -> None:
-            result = table.optimize(
-                where=f"date < '{today.isoformat()}'", target_size=policy.target_file_size
-            )
-            report.files_compacted = result.files_removed
-            report.files_written = result.files_added
+            result = table.optimize(where=f"date < '{day}'", target_size=policy.target_file_size)
+            report.files_compacted += result.files_removed
+            report.files_written += result.files_added
 
         _step(report, "compaction", compact)
 
     if policy.optimize and by_date and policy.open_partition_age_seconds:
 
         def compact_open() -> None:
-            day = today.isoformat()
             result = compaction.compact(
                 table.delta(),
-                TABLES[table.name].layout,
-                compaction.RewriteOptions(
-                    compression=policy.compression,
-                    compression_level=policy.compaction_compression_level,
-                    max_commit_retries=policy.max_commit_retries,
-                ),
+                layout,
+                options,
                 include=lambda values: values.get("date") == day,
                 older_than_ms=int((time.time() - policy.open_partition_age_seconds) * 1000),
             )
