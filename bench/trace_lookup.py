@@ -1,4 +1,5 @@
-"""Trace lookup by id over millions of spans in many files, before and after Z-ordering.
+"""Trace lookup by id over millions of spans in many files, before and after scheduled
+maintenance (no manual step).
 
     .venv/bin/python -m bench.trace_lookup                   # 5M spans in 250 commits
     .venv/bin/python -m bench.trace_lookup --spans 500000 --commits 50   # a quick look
@@ -7,7 +8,9 @@ Spans are generated directly as Arrow tables with the SPANS schema (random trace
 spans per trace, 5 services x 2 dates) and appended through the connector's bulk_insert (the
 bridge's writer), one commit per batch: many small files, like a bridge after a day. Then:
 1. trace lookups (connector `trace`) by random existing ids: p50/p90 latency, files scanned;
-2. `optimize(z_order=["trace_id"])`, and the same lookups again;
+2. one round of scheduled maintenance with its defaults (`maintain_table`, as `serve` runs it
+   every hour; both dates are closed days, so their partitions are sorted by trace id across
+   their files), and the same lookups again;
 3. a query filtered by service/date (partition pruning) against the same condition without
    the partition filter (a full scan of every file). Writes bench/results/trace-latest.json.
 """
@@ -26,6 +29,7 @@ import pyarrow as pa
 
 from bench.common import RESULTS_DIR, machine, workdir, write_results
 from otel_delta import DeltaConfig, DeltaLakeConnector
+from otel_delta.maintenance.tasks import TablePolicy, maintain_table
 from otel_delta.tables.schemas import SPANS
 
 SERVICES = [f"svc-{i}" for i in range(5)]
@@ -117,12 +121,6 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=5_000_000)
     parser.add_argument("--commits", type=int, default=250)
     parser.add_argument("--lookups", type=int, default=25)
-    parser.add_argument(
-        "--zorder-target-mb",
-        type=int,
-        default=4,
-        help="file size Z-order writes: smaller files = narrower trace_id ranges to prune by",
-    )
     parser.add_argument("--dir", help="lake directory (default: a temporary one)")
     args = parser.parse_args()
     rng = np.random.default_rng(42)
@@ -150,35 +148,41 @@ def main() -> None:
         where_all = "status_code = 'STATUS_CODE_ERROR' AND duration_ns > 40000000"
         where_part = f"service_name = 'svc-1' AND date = '{day}' AND {where_all}"
         before = lookups(spans, chosen)
-        print("before z-order:", before, flush=True)
+        print("before maintenance:", before, flush=True)
         scans_before = [filtered_query(spans, where_part), filtered_query(spans, where_all)]
         t = time.perf_counter()
-        optimized = spans.optimize(
-            z_order=["trace_id"], target_size=args.zorder_target_mb * 1024 * 1024
-        )
+        maintained = maintain_table(spans, TablePolicy(vacuum=False, checkpoint=True))
         optimize_s = time.perf_counter() - t
+        if maintained.errors:
+            raise SystemExit(f"maintenance failed: {maintained.errors}")
         spans = lake.table("spans")
         stats_after = spans.statistics()
         after = lookups(spans, chosen)
-        print(f"z-order: {optimize_s:.0f}s, {stats_after.files} files; after:", after, flush=True)
+        print(
+            f"maintenance: {optimize_s:.0f}s, {stats_after.files} files; after:", after, flush=True
+        )
         scans_after = [filtered_query(spans, where_part), filtered_query(spans, where_all)]
     result = {
         "machine": machine(),
         "spans": stats_before.rows,
         "commits": args.commits,
         "generate_seconds": round(generate_s, 1),
-        "before_zorder": {
+        "before_maintenance": {
             "files": stats_before.files,
             "trace_lookup": before,
             "scans": scans_before,
         },
-        "zorder": {
+        "maintenance": {
             "seconds": round(optimize_s, 1),
-            "target_size_mb": args.zorder_target_mb,
-            "files_removed": optimized.files_removed,
-            "files_added": optimized.files_added,
+            "partitions_clustered": maintained.partitions_clustered,
+            "files_removed": maintained.files_compacted,
+            "files_added": maintained.files_written,
         },
-        "after_zorder": {"files": stats_after.files, "trace_lookup": after, "scans": scans_after},
+        "after_maintenance": {
+            "files": stats_after.files,
+            "trace_lookup": after,
+            "scans": scans_after,
+        },
     }
     write_results(result, RESULTS)
     print(json.dumps(result, indent=2))
