@@ -35,10 +35,11 @@ from bench.common import RESULTS_DIR, finish, workdir
 from bench.trace_lookup import span_batch
 from otel_delta.config import Settings
 from otel_delta.engines import DeltaRsEngine
-from otel_delta.lakehouse import Lakehouse
+from otel_delta.lakehouse import STATS_COLUMNS, Lakehouse
 from otel_delta.maintenance import Maintainer, MaintenancePolicy
 from otel_delta.maintenance.compaction import candidates
 from otel_delta.maintenance.tasks import TablePolicy, maintain_table, utc_today
+from otel_delta.tables import TABLES
 
 RESULTS_FILE = RESULTS_DIR / "long-run-latest.json"
 APP_ID = "long-run-bench"
@@ -101,8 +102,13 @@ def run(args: argparse.Namespace, root: Path) -> dict:
     )
     batches = day_batches(np.random.default_rng(1), args.rows, 16)
     uri = lake.uri("spans")
+    created = lake.create_table("spans")
+    if args.all_stats:  # the baseline: statistics of every column, as before stats_columns
+        every = [f.name for f in TABLES["spans"].schema if f.name not in lake.partition_by]
+        created.alter.set_table_properties({STATS_COLUMNS: ",".join(every)})
     engine.append("spans", batches[0], Transaction(APP_ID, 0))
-    maintainer.start()
+    if args.maintenance_seconds:
+        maintainer.start()
     commits, opens, samples = [], [], []
     started = time.monotonic()
     try:
@@ -152,9 +158,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--commits", type=int, default=8640)
     parser.add_argument("--rows", type=int, default=200, help="spans per commit")
-    parser.add_argument("--maintenance-seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--maintenance-seconds", type=float, default=10.0, help="0: no maintenance (a baseline)"
+    )
     parser.add_argument("--open-age-seconds", type=float, default=2.5)
     parser.add_argument("--sample-every", type=int, default=100)
+    parser.add_argument(
+        "--all-stats", action="store_true", help="statistics of every column (a baseline)"
+    )
     args = parser.parse_args()
     with workdir("long-run-") as path:
         figures = run(args, path / "lake")

@@ -92,6 +92,7 @@ def s3_filesystem(options: dict[str, str]) -> pafs.S3FileSystem:
 
 
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"  # the columns the log records statistics of
 
 
 def column_properties(layout: Layout) -> dict[str, ColumnProperties]:
@@ -201,11 +202,16 @@ class Lakehouse:
             app_transactions=[app_transaction] if app_transaction else None,
         )
 
-    def table_properties(self) -> dict[str, str]:
+    def table_properties(self, name: str | None = None) -> dict[str, str]:
+        """Delta properties a new table gets (the telemetry table `name`: its layout's
+        statistics columns too)."""
         properties = {
             "delta.checkpointInterval": str(self.checkpoint_interval),
             SCHEMA_VERSION_PROPERTY: str(SCHEMA_VERSION),
         }
+        spec = TABLES.get(name) if name else None
+        if spec and spec.layout.stats_columns:
+            properties[STATS_COLUMNS] = ",".join(spec.layout.stats_columns)
         if self.change_data_feed:
             properties[CHANGE_DATA_FEED] = "true"
         return properties
@@ -272,7 +278,7 @@ class Lakehouse:
                 partition_by=list(self.partition_by),
                 name=name,
                 description=TABLES[name].description,
-                configuration=self.table_properties(),
+                configuration=self.table_properties(name),
                 storage_options=self.storage,
                 raise_if_key_not_exists=False,  # our own schema-version property
             )

@@ -45,7 +45,7 @@ from deltalake import DeltaTable, WriterProperties
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from otel_delta.connector.scan import local_filesystem
-from otel_delta.lakehouse import column_properties
+from otel_delta.lakehouse import STATS_COLUMNS, column_properties
 from otel_delta.tables.layout import Layout, parquet_options
 
 ROW_GROUP_ROWS = 128 * 1024  # rows per row group of a compacted file: narrow trace id ranges
@@ -307,7 +307,7 @@ def rewrite(
         partition_values=partition_values,
         modification_time=now_ms,
         data_change=False,
-        stats=file_stats(_footer(filesystem, unquote(relative)), schema),
+        stats=file_stats(_footer(filesystem, unquote(relative)), schema, stats_columns(delta)),
     )
     removes = [
         RemoveAction(
@@ -381,15 +381,27 @@ def _footer(filesystem: pa_fs.FileSystem, path: str) -> pq.FileMetaData:
         return pq.ParquetFile(source).metadata
 
 
-def file_stats(metadata: pq.FileMetaData, schema: pa.Schema) -> str:
+def stats_columns(delta: DeltaTable) -> set[str] | None:
+    """The columns the table records statistics of (`delta.dataSkippingStatsColumns`), or
+    None for every column."""
+    named = delta.metadata().configuration.get(STATS_COLUMNS)
+    return {c.strip() for c in named.split(",")} if named else None
+
+
+def file_stats(
+    metadata: pq.FileMetaData, schema: pa.Schema, columns: set[str] | None = None
+) -> str:
     """Delta `stats` JSON of a file from its footer: row count, and per top-level scalar
-    column its null count and, where every row group recorded them, min and max."""
+    column (of `columns`, if given) its null count and, where every row group recorded them,
+    min and max."""
     index = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
     minimum: dict[str, Any] = {}
     maximum: dict[str, Any] = {}
     nulls: dict[str, int] = {}
     for field in schema:
         if field.name not in index or not _scalar(field.type):
+            continue
+        if columns is not None and field.name not in columns:
             continue
         column = index[field.name]
         groups = [

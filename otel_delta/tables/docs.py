@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES
+from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES, Layout
 from otel_delta.tables.schemas import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 
 NOTES = {
@@ -76,7 +76,10 @@ properties carry `{SCHEMA_VERSION_PROPERTY} = {SCHEMA_VERSION}`.
 - **Unsigned integers** (OTLP `fixed64`/`uint64` counts and times, `uint32` flags and dropped
   counts) are BIGINT. A uint64 above 2^63-1 is stored bit-for-bit and reads back negative;
   `value & 0xFFFFFFFFFFFFFFFF` (or adding 2^64) recovers it. Real telemetry never gets there.
-- **Ids** are lowercase hex strings; an absent id is the empty string.
+- **Ids** are lowercase hex strings; an absent id is the empty string. Find a trace with
+  `WHERE trace_id = '<32 hex digits>'` (Spark, DuckDB, Polars, delta-rs alike): scheduled
+  maintenance sorts the files by trace id, so the file statistics and row-group statistics
+  skip almost everything.
 - **Enums** are stored by name (`SPAN_KIND_SERVER`); a value newer than our protocol version is
   stored as its number, so nothing is lost.
 - **Resource and scope** fields are repeated on every row (`resource_*`, `scope_*`); Parquet's
@@ -115,10 +118,29 @@ with a sparse type sidecar that only the exact-round-trip path needs.
 """
 
 
+def layout_notes(layout: Layout) -> str:
+    """How a table's files are laid out (otel_delta/tables/layout.py), as a list."""
+    lines = []
+    if layout.cluster_columns:
+        lines.append(f"sorted by {_names(layout.cluster_columns)} when compacted")
+    if layout.delta_columns:
+        lines.append(f"{_names(layout.delta_columns)} DELTA_BINARY_PACKED")
+    if layout.unique_columns:
+        lines.append(f"{_names(layout.unique_columns)} without dictionary")
+    if layout.stats_columns:
+        lines.append(f"Delta statistics (file skipping) on {_names(layout.stats_columns)}")
+    return "".join(f"- {line}\n" for line in lines) + "\n" if lines else ""
+
+
+def _names(columns: tuple[str, ...]) -> str:
+    return ", ".join(f"`{c}`" for c in columns)
+
+
 def render() -> str:
     parts = [HEADER]
     for spec in TABLES.values():
-        parts.append(f"\n## `{spec.name}`\n\n{spec.description}.\n\n| column | type | notes |\n")
+        parts.append(f"\n## `{spec.name}`\n\n{spec.description}.\n\n{layout_notes(spec.layout)}")
+        parts.append("| column | type | notes |\n")
         parts.append("|---|---|---|\n")
         for field in spec.schema:
             note = NOTES.get(field.name, "")

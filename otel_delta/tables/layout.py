@@ -17,6 +17,13 @@ Applied to every delta-rs write of a telemetry table (appends, merges, deletes, 
   writer: span_id 11.0 → 8.1 B, each nanosecond time 8.2 → 4.7 B). That workload has random
   ids and attributes, so the realistic-corpus figures of issue #14 are still to come.
 
+- **Statistics only where a query can use them** (`stats_columns`, the table property
+  `delta.dataSkippingStatsColumns`): times, trace id, names, kinds and status. Every file's
+  add action carries its statistics in every commit and checkpoint; measured over 1,000
+  commits of 200 spans (5 partitions each), the statistics of all 33 columns were 5.7 of the
+  checkpoint's 6.3 MB (1.1 KB per file). Random ids (`span_id`, `parent_span_id`) span the
+  whole range in every file, so their min/max never rule a file out.
+
 Only top-level columns can be configured this way: delta-rs names a column by its top-level
 name, so nested fields (event times, attribute maps) keep the writer's defaults.
 
@@ -45,6 +52,8 @@ class Layout:
     unique_columns: tuple[str, ...] = ()  # one distinct value per row: no dictionary
     delta_columns: tuple[str, ...] = ()  # int64 times: DELTA_BINARY_PACKED
     cluster_columns: tuple[str, ...] = ()  # compaction sorts rows by these (maintenance)
+    # the columns whose min/max/null counts the Delta log records (delta.dataSkippingStatsColumns)
+    stats_columns: tuple[str, ...] = ()
 
 
 def parquet_options(
@@ -78,12 +87,34 @@ SPAN_LAYOUT = Layout(
     unique_columns=("span_id",),
     delta_columns=("start_time_unix_nano", "end_time_unix_nano"),
     cluster_columns=("trace_id", "start_time_unix_nano"),
+    stats_columns=(
+        "start_time",
+        "trace_id",
+        "name",
+        "kind",
+        "start_time_unix_nano",
+        "end_time_unix_nano",
+        "duration_ns",
+        "status_code",
+        "scope_name",
+    ),
 )
 LOG_LAYOUT = Layout(
     delta_columns=("time_unix_nano", "observed_time_unix_nano"),
     cluster_columns=("trace_id", "time_unix_nano"),
+    stats_columns=(
+        "time",
+        "time_unix_nano",
+        "observed_time_unix_nano",
+        "severity_number",
+        "severity_text",
+        "trace_id",
+        "event_name",
+        "scope_name",
+    ),
 )
 METRIC_LAYOUT = Layout(
     delta_columns=("start_time_unix_nano", "time_unix_nano"),
     cluster_columns=("metric_name", "time_unix_nano"),
+    stats_columns=("time", "metric_name", "start_time_unix_nano", "time_unix_nano", "scope_name"),
 )
