@@ -34,6 +34,7 @@ from otel_delta.errors import (
     describe,
 )
 from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES, Layout
+from otel_delta.tables.layout import column_encodings
 from otel_delta.tables.schemas import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 
 if TYPE_CHECKING:
@@ -97,13 +98,9 @@ STATS_COLUMNS = "delta.dataSkippingStatsColumns"  # the columns the log records 
 
 def column_properties(layout: Layout) -> dict[str, ColumnProperties]:
     """delta-rs per-column settings of a layout (top-level columns only)."""
-    properties = {
-        name: ColumnProperties(dictionary_enabled=False) for name in layout.unique_columns
-    }
-    for name in layout.delta_columns:
-        properties[name] = ColumnProperties(
-            dictionary_enabled=False, encoding="DELTA_BINARY_PACKED"
-        )
+    properties = {name: ColumnProperties(dictionary_enabled=False) for name in layout.plain_columns}
+    for name, encoding in column_encodings(layout).items():
+        properties[name] = ColumnProperties(dictionary_enabled=False, encoding=encoding)
     return properties
 
 

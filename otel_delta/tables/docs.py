@@ -125,8 +125,8 @@ def layout_notes(layout: Layout) -> str:
         lines.append(f"sorted by {_names(layout.cluster_columns)} when compacted")
     if layout.delta_columns:
         lines.append(f"{_names(layout.delta_columns)} DELTA_BINARY_PACKED")
-    if layout.unique_columns:
-        lines.append(f"{_names(layout.unique_columns)} without dictionary")
+    if layout.plain_columns:
+        lines.append(f"{_names(layout.plain_columns)} without dictionary")
     if layout.stats_columns:
         lines.append(f"Delta statistics (file skipping) on {_names(layout.stats_columns)}")
     return "".join(f"- {line}\n" for line in lines) + "\n" if lines else ""

@@ -49,7 +49,7 @@ LEVELLED_CODECS = ("zstd", "gzip", "brotli")  # pyarrow accepts a level for thes
 class Layout:
     """Column encodings of one table's files, and the row order compaction gives them."""
 
-    unique_columns: tuple[str, ...] = ()  # one distinct value per row: no dictionary
+    plain_columns: tuple[str, ...] = ()  # values seldom repeat within a page: no dictionary
     delta_columns: tuple[str, ...] = ()  # int64 times: DELTA_BINARY_PACKED
     cluster_columns: tuple[str, ...] = ()  # compaction sorts rows by these (maintenance)
     # the columns whose min/max/null counts the Delta log records (delta.dataSkippingStatsColumns)
@@ -61,7 +61,7 @@ def parquet_options(
 ) -> dict[str, Any]:
     """pyarrow `ParquetWriter` options of a layout: the same encodings delta-rs is given
     (lakehouse.column_properties), for the files compaction writes itself."""
-    plain = set(layout.unique_columns) | set(layout.delta_columns)
+    plain = set(layout.plain_columns) | set(layout.delta_columns)
     codec = compression.lower().replace("uncompressed", "none")
     return {
         "compression": codec,
@@ -69,9 +69,14 @@ def parquet_options(
         "use_dictionary": [
             path for path in _leaf_paths(schema) if path.split(".", 1)[0] not in plain
         ],
-        "column_encoding": {name: "DELTA_BINARY_PACKED" for name in layout.delta_columns} or None,
+        "column_encoding": column_encodings(layout) or None,
         "write_statistics": True,
     }
+
+
+def column_encodings(layout: Layout) -> dict[str, str]:
+    """The non-default encodings of a layout, by top-level column."""
+    return {name: "DELTA_BINARY_PACKED" for name in layout.delta_columns}
 
 
 @lru_cache(maxsize=32)
@@ -84,8 +89,8 @@ def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
 
 
 SPAN_LAYOUT = Layout(
-    unique_columns=("span_id",),
-    delta_columns=("start_time_unix_nano", "end_time_unix_nano"),
+    plain_columns=("span_id", "parent_span_id", "trace_id", "duration_ns"),
+    delta_columns=("start_time_unix_nano", "end_time_unix_nano", "start_time"),
     cluster_columns=("trace_id", "start_time_unix_nano"),
     stats_columns=(
         "start_time",
@@ -100,7 +105,8 @@ SPAN_LAYOUT = Layout(
     ),
 )
 LOG_LAYOUT = Layout(
-    delta_columns=("time_unix_nano", "observed_time_unix_nano"),
+    plain_columns=("span_id", "trace_id"),
+    delta_columns=("time_unix_nano", "observed_time_unix_nano", "time"),
     cluster_columns=("trace_id", "time_unix_nano"),
     stats_columns=(
         "time",
@@ -114,7 +120,7 @@ LOG_LAYOUT = Layout(
     ),
 )
 METRIC_LAYOUT = Layout(
-    delta_columns=("start_time_unix_nano", "time_unix_nano"),
+    delta_columns=("start_time_unix_nano", "time_unix_nano", "time"),
     cluster_columns=("metric_name", "time_unix_nano"),
     stats_columns=("time", "metric_name", "start_time_unix_nano", "time_unix_nano", "scope_name"),
 )

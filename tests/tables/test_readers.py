@@ -1,7 +1,7 @@
 """The readers users query telemetry with, on files written in the table layout
-(DELTA_BINARY_PACKED times, span ids without dictionary): delta-rs, Polars, DuckDB and Spark
-all read the same rows, and the trace-id lookup a user would write in each returns that
-trace's spans."""
+(DELTA_BINARY_PACKED times, ids without dictionary), as appended and as compaction rewrites
+them: delta-rs, Polars, DuckDB and Spark all read the same rows, and the trace-id lookup a
+user would write in each returns that trace's spans."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from deltalake import DeltaTable
 
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.lakehouse import Lakehouse
+from otel_delta.maintenance import compaction
+from otel_delta.tables import TABLES
 from tests.tables.test_layout import spans_table
 
 pytestmark = pytest.mark.e2e
@@ -27,11 +29,24 @@ def rows(table: pa.Table) -> list[tuple]:
     return sorted(zip(*(table[name].to_pylist() for name in SCALARS), strict=True))
 
 
-@pytest.fixture(scope="module")
-def written(tmp_path_factory) -> tuple[Path, pa.Table]:
+@pytest.fixture(scope="module", params=["appended", "clustered"])
+def written(request, tmp_path_factory) -> tuple[Path, pa.Table]:
+    """The spans as ingestion writes them (delta-rs), or after maintenance's clustered
+    compaction rewrote them (pyarrow's writer, sorted by trace id, statistics of our own)."""
     root = tmp_path_factory.mktemp("readers")
     data = spans_table()
-    DeltaRsEngine(Lakehouse(str(root))).append("spans", data)
+    engine = DeltaRsEngine(Lakehouse(str(root)))
+    if request.param == "appended":
+        engine.append("spans", data)
+    else:
+        step = -(-data.num_rows // 4)
+        for start in range(0, data.num_rows, step):
+            engine.append("spans", data.slice(start, step))
+        delta = DeltaTable(str(root / "spans"))
+        done = compaction.compact(
+            delta, TABLES["spans"].layout, compaction.RewriteOptions(), older_than_ms=2**62
+        )
+        assert done.files_removed == 4 and done.files_added == 1
     return root / "spans", data
 
 

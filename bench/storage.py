@@ -1,0 +1,211 @@
+"""Bytes on disk: our Delta tables against the OTLP that was sent, on a realistic corpus.
+
+The corpus (bench/corpus.py) is what SDKs in a microservice app emit through a Collector's
+batch processor: trace trees across services, semantic-convention attributes, errors with
+stack traces, links, correlated logs, metrics. For each signal this prints bytes per item of
+
+- the OTLP requests: protobuf as serialized, gzip (level 6, the Collector's default) and zstd
+  (level 3) of each request, as they would cross the wire;
+- our tables as ingestion first writes them: each request's rows appended by the bridge's
+  writer (delta-rs, the table's layout and codec) as one commit, as the bridge's flush does;
+  and, as the baseline of the layout, the same commits with delta-rs's default encodings;
+- after today's clustered compaction (otel_delta/maintenance/compaction.py, what maintenance
+  runs on the open partition) and after the closed-partition compaction that follows it
+  (delta-rs bin-packing, what maintenance runs once the day is over);
+
+and, for spans and logs, where the bytes go: compressed bytes per item of each top-level
+column in the compacted files.
+
+    .venv/bin/python -m bench.storage --traces 4000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import zstandard
+from deltalake import DeltaTable, WriterProperties, write_deltalake
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+
+from bench.common import RESULTS_DIR, finish, workdir
+from bench.corpus import Corpus, build_corpus
+from otel_delta import DeltaConfig, DeltaLakeConnector
+from otel_delta.convert import metrics_to_arrow
+from otel_delta.convert.native import native_converter
+from otel_delta.maintenance import compaction
+from otel_delta.tables import TABLES
+
+RESULTS_FILE = RESULTS_DIR / "storage-latest.json"
+GZIP_LEVEL = 6  # compress/gzip's default, which the Collector's gzip compression uses
+ZSTD_LEVEL = 3  # zstd's default
+SIGNALS = ("traces", "logs", "metrics")
+TABLES_OF = {
+    "traces": ("spans",),
+    "logs": ("logs",),
+    "metrics": tuple(name for name in TABLES if name.startswith("metrics_")),
+}
+EVERYTHING = 2**62  # a cutoff every file is older than
+# the baseline of our layout: delta-rs's defaults with the bridge's default codec
+DEFAULTS = WriterProperties(compression="ZSTD", compression_level=3)
+
+
+def requests_of(corpus: Corpus, signal: str) -> list[bytes]:
+    return {"traces": corpus.traces, "logs": corpus.logs, "metrics": corpus.metrics}[signal]
+
+
+def items_of(corpus: Corpus, signal: str) -> int:
+    return {
+        "traces": corpus.spans,
+        "logs": corpus.log_records,
+        "metrics": corpus.metric_points,
+    }[signal]
+
+
+def otlp_bytes(requests: list[bytes]) -> dict[str, int]:
+    compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    return {
+        "otlp_raw": sum(len(r) for r in requests),
+        "otlp_gzip": sum(len(gzip.compress(r, compresslevel=GZIP_LEVEL)) for r in requests),
+        "otlp_zstd": sum(len(compressor.compress(r)) for r in requests),
+    }
+
+
+def convert(signal: str, request: bytes) -> dict:
+    native = native_converter(signal)
+    if native is not None:
+        converted = native(request)
+    else:
+        converted = metrics_to_arrow(ExportMetricsServiceRequest.FromString(request))
+    assert converted is not None and not converted.rejected.count, "corpus item rejected"
+    return converted.tables
+
+
+def table_bytes(lake: Path, names: tuple[str, ...]) -> tuple[int, int]:
+    """(bytes, files) of the live files of the tables that exist."""
+    total = files = 0
+    for name in names:
+        if not (lake / name / "_delta_log").exists():
+            continue
+        for file in compaction.candidates(DeltaTable(str(lake / name))):
+            total += file.size
+            files += 1
+    return total, files
+
+
+def column_bytes(lake: Path, name: str) -> dict[str, int]:
+    """Compressed bytes of each top-level column over the live files of a table."""
+    sizes: dict[str, int] = defaultdict(int)
+    delta = DeltaTable(str(lake / name))
+    for file in compaction.candidates(delta):
+        metadata = pq.read_metadata(lake / name / file.path)
+        for g in range(metadata.num_row_groups):
+            group = metadata.row_group(g)
+            for c in range(group.num_columns):
+                chunk = group.column(c)
+                sizes[chunk.path_in_schema.split(".", 1)[0]] += chunk.total_compressed_size
+    return dict(sizes)
+
+
+def measure(corpus: Corpus, level: int) -> dict:
+    figures: dict = {"signals": {}, "columns": {}}
+    with workdir() as path:
+        lake = path / "lake"
+        connector = DeltaLakeConnector(DeltaConfig.for_path(lake))
+        for signal in SIGNALS:
+            requests = requests_of(corpus, signal)
+            items = items_of(corpus, signal)
+            row = {"items": items, **otlp_bytes(requests)}
+            started = time.monotonic()
+            for request in requests:
+                for name, rows in convert(signal, request).items():
+                    connector.get_or_create_table(name).bulk_insert(rows)
+                    write_deltalake(  # the same rows and commits, the writer's defaults
+                        path / "defaults" / name,
+                        rows,
+                        mode="append",
+                        partition_by=["service_name", "date"],
+                        writer_properties=DEFAULTS,
+                    )
+            row["ingest_seconds"] = round(time.monotonic() - started, 2)
+            row["writer_defaults"], _ = table_bytes(path / "defaults", TABLES_OF[signal])
+            row["first_written"], row["first_written_files"] = table_bytes(lake, TABLES_OF[signal])
+            started = time.monotonic()
+            options = compaction.RewriteOptions(compression_level=level)
+            for name in TABLES_OF[signal]:
+                if (lake / name / "_delta_log").exists():
+                    delta = DeltaTable(str(lake / name))
+                    compaction.compact(
+                        delta, TABLES[name].layout, options, older_than_ms=EVERYTHING
+                    )
+            row["compaction_seconds"] = round(time.monotonic() - started, 2)
+            row["clustered"], row["clustered_files"] = table_bytes(lake, TABLES_OF[signal])
+            for name in TABLES_OF[signal][:1]:
+                figures["columns"][name] = column_bytes(lake, name)
+            for name in TABLES_OF[signal]:
+                if (lake / name / "_delta_log").exists():
+                    connector.table(name).optimize()
+            row["closed"], row["closed_files"] = table_bytes(lake, TABLES_OF[signal])
+            figures["signals"][signal] = row
+    return figures
+
+
+def report(figures: dict) -> list[str]:
+    lines = [
+        "bytes per item       OTLP raw    gzip    zstd | writer defaults  first written"
+        "  clustered  closed  | gzip / clustered"
+    ]
+    for signal, row in figures["signals"].items():
+        n = row["items"]
+        per = {k: row[k] / n for k in ("otlp_raw", "otlp_gzip", "otlp_zstd")}
+        ours = {k: row[k] / n for k in ("writer_defaults", "first_written", "clustered", "closed")}
+        lines.append(
+            f"{signal:8} {n:>9,}  {per['otlp_raw']:9.1f} {per['otlp_gzip']:7.1f} "
+            f"{per['otlp_zstd']:7.1f} | {ours['writer_defaults']:15.1f} "
+            f"{ours['first_written']:14.1f} {ours['clustered']:10.1f}"
+            f" {ours['closed']:7.1f}  | {per['otlp_gzip'] / ours['clustered']:5.2f}x"
+        )
+    spans, logs = figures["signals"]["traces"], figures["signals"]["logs"]
+    gzip_total = spans["otlp_gzip"] + logs["otlp_gzip"]
+    for state in ("writer_defaults", "first_written", "clustered", "closed"):
+        ours = spans[state] + logs[state]
+        lines.append(f"spans + logs, {state}: OTLP+gzip / ours = {gzip_total / ours:.2f}x")
+    for name, sizes in figures["columns"].items():
+        items = figures["signals"]["traces" if name == "spans" else "logs"]["items"]
+        if name.startswith("metrics_"):
+            continue
+        total = sum(sizes.values())
+        top = sorted(sizes.items(), key=lambda kv: -kv[1])[:12]
+        lines.append(f"{name}: where the clustered bytes go (B/item, share)")
+        lines.extend(f"  {col:32} {b / items:7.2f}  {b / total:6.1%}" for col, b in top)
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--traces", type=int, default=4000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--level", type=int, default=9, help="compaction zstd level")
+    args = parser.parse_args()
+    started = time.monotonic()
+    corpus = build_corpus(args.traces, seed=args.seed)
+    print(
+        f"corpus: {corpus.spans:,} spans, {corpus.log_records:,} log records, "
+        f"{corpus.metric_points:,} metric points in {time.monotonic() - started:.1f} s",
+        file=sys.stderr,
+    )
+    figures = measure(corpus, args.level)
+    for line in report(figures):
+        print(line)
+    return finish(RESULTS_FILE, vars(args), [], **figures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
