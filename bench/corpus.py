@@ -6,11 +6,11 @@ a real table gains from sorting and encodings, so this corpus is built like real
 
 - seven services in four languages, two instances each, with the resource attributes their
   SDKs and the k8s/cloud detectors set (same keys, per-instance values);
-- traces of 5-30 spans as real trees: a frontend SERVER span, CLIENT calls answered by SERVER
+- traces of 6-30 spans as real trees: a frontend SERVER span, CLIENT calls answered by SERVER
   spans in the callee, INTERNAL work, database CLIENT spans with semantic-convention query
   attributes, gRPC calls, a Kafka PRODUCER whose CONSUMER runs in a separate trace with a
   link back; children nested in their parents' time, durations log-normal;
-- about 4% error traces: ERROR status up the call chain, an `exception` event with a stack
+- about 3% error traces: ERROR status up the call chain, an `exception` event with a stack
   trace in the service's language, HTTP 500;
 - log records tied to spans (trace and span ids, time inside the span): templated messages
   with varying numbers and ids, code location attributes, severities from DEBUG to ERROR;
