@@ -157,6 +157,18 @@ def plan(
     return [g for g in groups if len(g) > 1]
 
 
+def plain_parquet(delta: DeltaTable) -> bool:
+    """Are the table's files its rows as plain Parquet (no deletion vectors, no column
+    mapping)?"""
+    features = delta.protocol().reader_features or []
+    mapping = delta.metadata().configuration.get("delta.columnMapping.mode") or "none"
+    return (
+        "deletionVectors" not in features
+        and "columnMapping" not in features
+        and (mapping == "none")
+    )
+
+
 def _clustered(path: str) -> bool:
     return path.rsplit("/", 1)[-1].startswith(CLUSTERED_PREFIX)
 
@@ -169,8 +181,13 @@ def compact(
     include: Callable[[dict[str, str | None]], bool] | None = None,
     older_than_ms: int | None = None,
 ) -> CompactionResult:
-    """Plan and rewrite every group, one commit per group (a lost race costs one group)."""
+    """Plan and rewrite every group, one commit per group (a lost race costs one group).
+
+    Files are read as Parquet, so a table whose files need more than that to read (deletion
+    vectors or column mapping, e.g. turned on by a user's Spark) is left to delta-rs."""
     total = CompactionResult()
+    if not plain_parquet(delta):
+        return total
     groups = plan(
         candidates(delta),
         group_input_bytes=options.group_input_bytes,
@@ -279,7 +296,7 @@ def rewrite(
     *,
     filesystem: pa_fs.FileSystem | None = None,
 ) -> CompactionResult:
-    """Rewrite one group as sorted files and commit the swap (see the module docstring)."""
+    """Rewrite one group as one sorted file and commit the swap (see the module docstring)."""
     filesystem = filesystem or table_filesystem(delta)
     partition_columns = set(delta.metadata().partition_columns)
     schema = pa.schema(

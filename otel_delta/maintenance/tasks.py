@@ -57,8 +57,8 @@ class TableReport:
     expired_rows_deleted: int = 0
     files_compacted: int = 0
     files_written: int = 0
-    open_files_compacted: int = 0  # of today's partition, by the clustered compaction
     partitions_clustered: int = 0  # closed partitions sorted across their files
+    open_files_compacted: int = 0  # of today's partition, by the clustered compaction
     open_files_written: int = 0
     files_vacuumed: int = 0
     checkpointed: bool = False
@@ -154,7 +154,7 @@ def maintain_table(
             report.open_files_compacted = result.files_removed
             report.open_files_written = result.files_added
 
-        _step(report, "open-partition compaction", compact_open)
+        _step(report, "open_compaction", compact_open)
 
     if policy.vacuum:
 

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake.table import TableFeatures
 
 from otel_delta import DeltaConfig, DeltaLakeConnector
 from otel_delta.maintenance import compaction
@@ -272,3 +273,18 @@ def test_closed_partitions_are_sorted_by_trace_id_across_files_once(tmp_path: Pa
     version = DeltaTable(table.uri).version()
     again = maintain_table(table, policy)
     assert again.partitions_clustered == 0 and DeltaTable(table.uri).version() == version
+
+
+def test_a_table_with_deletion_vectors_is_left_to_delta_rs(tmp_path: Path) -> None:
+    """Raw Parquet reads would bring back rows a deletion vector hides (Spark can turn them
+    on): such a table is never rewritten by this compaction."""
+    table = spans_table(tmp_path)
+    fill(table, commits=3)
+    table.delta().alter.add_feature(
+        TableFeatures.DeletionVectors, allow_protocol_versions_increase=True
+    )
+
+    result = compaction.compact(table.delta(), LAYOUT, OPTIONS, older_than_ms=LATER_MS)
+
+    assert result.files_removed == 0
+    assert len(compaction.candidates(table.delta())) == 3

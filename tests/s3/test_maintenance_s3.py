@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -142,3 +143,34 @@ def test_a_maintainer_round_on_s3(tmp_path: Path, s3: S3Server) -> None:
     assert not idle.checkpointed
     assert spans_table(s3).version() == report.version
     assert data_objects(s3) == after
+
+
+def test_todays_files_are_clustered_on_s3(tmp_path: Path, s3: S3Server) -> None:
+    """The open-partition compaction on S3: it reads the ingested objects, writes its sorted
+    file through delta-rs's object store, commits the swap, and vacuum removes the inputs."""
+    settings = s3_settings(tmp_path, s3)
+    settings.deltalake.table.open_partition_compaction_age_seconds = 0.5
+    bridge = RunningBridge(settings)
+    try:
+        stub = bridge.stubs(bridge.channel())[0]
+        for i in OPEN:
+            stub.Export(span_request(i, 0, "svc"), timeout=60)
+    finally:
+        bridge.stop()
+    today = str(utc_today())
+    assert live_files(s3) == {today: 3}
+    time.sleep(1.0)  # older than the minimum age
+
+    policy = maintenance_policy(settings)
+    assert policy is not None and policy.table.open_partition_age_seconds == 0.5
+    round_ = Maintainer(policy).run_round()
+
+    assert round_.errors == []
+    [report] = round_.tables
+    assert (report.open_files_compacted, report.open_files_written) == (3, 1)
+    assert live_files(s3) == {today: 1}
+    [path] = pa.table(spans_table(s3).get_add_actions(flatten=True)).column("path").to_pylist()
+    assert path.rsplit("/", 1)[1].startswith("clustered-")
+    assert data_objects(s3) == {f"{LAKE}/spans/{path}"}  # the inputs vacuumed
+    ids = sorted(spans_table(s3).to_pyarrow_table().column("span_id").to_pylist())
+    assert ids == [f"{i + 1:016x}" for i in OPEN]
