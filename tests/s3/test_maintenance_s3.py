@@ -31,9 +31,10 @@ LAKE = "lake"
 EXPIRED, CLOSED, OPEN = range(0, 3), range(3, 7), range(7, 10)
 
 
-def s3_settings(tmp_path: Path, s3: S3Server) -> Settings:
+def s3_settings(tmp_path: Path, s3: S3Server, **table: object) -> Settings:
     """A bridge on s3://bucket/lake whose maintenance keeps 5 days and vacuums at once; its own
-    maintainer would first run in an hour, so only the test's rounds run."""
+    maintainer would first run in an hour, so only the test's rounds run. `table` adds keys of
+    `[deltalake.table]` (settings are frozen once built)."""
     return Settings(
         receiver=LOOPBACK_RECEIVER,
         admin={"endpoint": "127.0.0.1:0"},
@@ -46,6 +47,7 @@ def s3_settings(tmp_path: Path, s3: S3Server) -> Settings:
                 "maintenance_interval_seconds": 3600,
                 "retention_days": 5,
                 "retention_hours": 0,
+                **table,
             },
         },
     )
@@ -148,8 +150,7 @@ def test_a_maintainer_round_on_s3(tmp_path: Path, s3: S3Server) -> None:
 def test_todays_files_are_clustered_on_s3(tmp_path: Path, s3: S3Server) -> None:
     """The open-partition compaction on S3: it reads the ingested objects, writes its sorted
     file through delta-rs's object store, commits the swap, and vacuum removes the inputs."""
-    settings = s3_settings(tmp_path, s3)
-    settings.deltalake.table.open_partition_compaction_age_seconds = 0.5
+    settings = s3_settings(tmp_path, s3, open_partition_compaction_age_seconds=0.5)
     bridge = RunningBridge(settings)
     try:
         stub = bridge.stubs(bridge.channel())[0]
