@@ -11,7 +11,9 @@ Plain HTTP on its own port (default 127.0.0.1 only): it carries no telemetry and
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
@@ -37,6 +39,8 @@ class Gauge:
     name: str  # without the otel_delta_ prefix
     help: str
     value: float
+    # label name → value; gauges of one name (a series each) carry the same label names
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 class _GaugeCollector(Collector):
@@ -46,8 +50,15 @@ class _GaugeCollector(Collector):
         self._gauges = gauges
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        families: dict[str, GaugeMetricFamily] = {}
         for gauge in self._gauges():
-            yield GaugeMetricFamily(f"otel_delta_{gauge.name}", gauge.help, value=gauge.value)
+            family = families.get(gauge.name)
+            if family is None:
+                family = families[gauge.name] = GaugeMetricFamily(
+                    f"otel_delta_{gauge.name}", gauge.help, labels=[k for k, _ in gauge.labels]
+                )
+            family.add_metric([v for _, v in gauge.labels], gauge.value)
+        yield from families.values()
 
     def describe(self) -> list[GaugeMetricFamily]:
         return []  # names vary with the configuration: no check at registration
@@ -59,8 +70,10 @@ class AdminServer:
         settings: AdminSettings,
         checks: Callable[[], list[Check]],
         gauges: Callable[[], list[Gauge]],
+        key: str = "admin.endpoint",
     ) -> None:
         self.settings = settings
+        self._key = key  # the setting named in a ConfigError
         self._checks = checks
         self._collector = _GaugeCollector(gauges)
         app = web.Application()
@@ -71,7 +84,7 @@ class AdminServer:
         self.port = 0
 
     async def start(self) -> int:
-        self.port = await serve_http(self._runner, self.settings.endpoint, "admin.endpoint")
+        self.port = await serve_http(self._runner, self.settings.endpoint, self._key)
         REGISTRY.register(self._collector)
         return self.port
 
@@ -96,3 +109,37 @@ class AdminServer:
         return web.Response(
             body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4}
         )
+
+
+class AdminThread:
+    """An AdminServer for a process that is not asyncio (`otel-delta stream`): its own event
+    loop on a daemon thread. `start` returns once it listens (or raises its ConfigError)."""
+
+    def __init__(
+        self,
+        settings: AdminSettings,
+        checks: Callable[[], list[Check]],
+        gauges: Callable[[], list[Gauge]],
+        key: str,
+    ) -> None:
+        self.server = AdminServer(settings, checks, gauges, key)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="admin", daemon=True)
+
+    def start(self) -> int:
+        self._thread.start()
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(60)
+        except BaseException:
+            self._halt()
+            raise
+        return self.server.port
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(60)
+        self._halt()
+
+    def _halt(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()

@@ -336,6 +336,14 @@ class StreamSettings(Section):
     checkpoint_location: str = ""  # "" = <table_path>/_stream_checkpoints
     # passed to the Kafka source as `kafka.<key>` (security.protocol, sasl.*, ssl.*)
     kafka_options: dict[str, str] = Field(default_factory=dict)
+    # the job's /healthz, /readyz and /metrics (lag, rows, batches); "" turns it off. Not the
+    # bridge's [admin] endpoint, so a bridge and a stream can run on one host from one file.
+    admin_endpoint: str = "127.0.0.1:13134"
+
+    @field_validator("admin_endpoint")
+    @classmethod
+    def _optional_host_port(cls, value: str) -> str:
+        return value and _check_host_port(value)
 
     def topics(self) -> dict[str, str]:
         """topic → signal name, for the topics that are read."""

@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from deltalake import Transaction
 
+from otel_delta.admin import AdminThread
 from otel_delta.backfill import ledger
 from otel_delta.backfill.distributed import BLOBS_PER_ARROW_BATCH, decode_blobs
-from otel_delta.config import Settings, StreamSettings
+from otel_delta.config import AdminSettings, Settings, StreamSettings
 from otel_delta.engines.spark import SparkEngine, spark_schema
 from otel_delta.errors import ConfigError
 from otel_delta.lakehouse import Lakehouse, table_uri
 from otel_delta.stream.convert import MESSAGE_COLUMNS, STAGED, STATS, convert_task
+from otel_delta.stream.progress import StreamStatus
 from otel_delta.tables import TABLES
 from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
 
@@ -86,9 +88,10 @@ def kafka_source(spark: SparkSession, stream: StreamSettings, topics: dict[str, 
 class BatchWriter:
     """The `foreachBatch` function: convert in the executors, then one append per table."""
 
-    def __init__(self, engine: SparkEngine, topics: dict[str, str]) -> None:
+    def __init__(self, engine: SparkEngine, topics: dict[str, str], status: StreamStatus) -> None:
         self.engine = engine
         self.topics = topics
+        self.status = status
         self.app_id: str | None = None
         self._ready = threading.Event()
 
@@ -140,13 +143,21 @@ class BatchWriter:
             staged.unpersist()
         seconds = time.monotonic() - started
         stored = sum(rows for name, (rows, _) in outline.items() if name != DEAD_LETTER_TABLE)
+        dead = outline.get(DEAD_LETTER_TABLE, (0, 0))[0]
+        self.status.batch_done(
+            messages,
+            {n: r for n, (r, _) in outline.items() if n != DEAD_LETTER_TABLE},
+            dead,
+            rejected,
+            seconds,
+        )
         log.info(
             "batch %d: %d message(s) → %s; %d dead letter(s), %d rejected item(s); "
             "%.1f s, %.0f rows/s",
             batch_id,
             messages,
             ", ".join(f"{n} {r}" for n, (r, _) in sorted(outline.items())) or "nothing",
-            outline.get(DEAD_LETTER_TABLE, (0, 0))[0],
+            dead,
             rejected,
             seconds,
             stored / seconds if seconds > 0 else 0.0,
@@ -155,20 +166,46 @@ class BatchWriter:
 
 def run_stream(settings: Settings, once: bool, stop: threading.Event | None = None) -> None:
     """Run the query until the topics are drained (`once`) or until `stop` / SIGTERM / SIGINT;
-    a query failure raises StreamFailed."""
+    a query failure raises StreamFailed. The admin endpoint listens first, so a port in use is
+    one line before Spark starts."""
     stream = settings.stream
     topics = check(stream)
+    status = StreamStatus(topics)
+    admin = None
+    if stream.admin_endpoint:
+        admin = AdminThread(
+            AdminSettings(endpoint=stream.admin_endpoint),
+            status.checks,
+            status.gauges,
+            "stream.admin_endpoint",
+        )
+        port = admin.start()
+        log.info("/metrics, /healthz and /readyz on %s", _with_port(stream.admin_endpoint, port))
+    try:
+        _run_query(settings, topics, status, once, stop or threading.Event())
+    finally:
+        if admin is not None:
+            admin.stop()
+
+
+def _run_query(
+    settings: Settings,
+    topics: dict[str, str],
+    status: StreamStatus,
+    once: bool,
+    stop: threading.Event,
+) -> None:
+    stream = settings.stream
     logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per gateway call at INFO
     lakehouse = Lakehouse.from_settings(settings)
     spark = stream_session(lakehouse)
     engine = SparkEngine(lakehouse, spark)
-    stop = stop or threading.Event()
     handlers: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             handlers[signum] = signal.signal(signum, lambda *_: stop.set())
     try:
-        writer = BatchWriter(engine, topics)
+        writer = BatchWriter(engine, topics, status)
         location = checkpoint_location(settings)
         trigger: dict[str, Any] = (
             {"availableNow": True}
@@ -184,6 +221,7 @@ def run_stream(settings: Settings, once: bool, stop: threading.Event | None = No
             .start()
         )
         writer.bind(str(query.id))
+        status.active = True
         log.info(
             "streaming %s from %s into %s (checkpoint %s, Delta txn app id %s)",
             ", ".join(f"{t} ({s})" for t, s in topics.items()),
@@ -195,18 +233,27 @@ def run_stream(settings: Settings, once: bool, stop: threading.Event | None = No
         try:
             while query.isActive and not stop.is_set():
                 query.awaitTermination(1)
+                status.observe(query.lastProgress)
         except Exception as exc:
-            raise StreamFailed(_first_line(exc)) from exc
+            status.failure = _first_line(exc)
+            raise StreamFailed(status.failure) from exc
+        status.observe(query.lastProgress)  # the last batch of an availableNow run
         if query.isActive:
             log.info("stopping the streaming query")
             query.stop()
         failure = query.exception()
         if failure is not None:
-            raise StreamFailed(_first_line(failure))
+            status.failure = _first_line(failure)
+            raise StreamFailed(status.failure)
     finally:
+        status.active = False
         for signum, previous in handlers.items():
             signal.signal(signum, previous)
         spark.stop()
+
+
+def _with_port(endpoint: str, port: int) -> str:
+    return f"{endpoint.rpartition(':')[0]}:{port}"
 
 
 def _first_line(exc: Any) -> str:

@@ -6,10 +6,12 @@ jars/kafka at start)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pyarrow as pa
@@ -49,6 +51,7 @@ def write_config(tmp_path: Path, kafka: KafkaBroker, names: dict[str, str], **ex
         "metrics_topic": names["metrics"],
         "logs_topic": names["logs"],
         "trigger_interval_seconds": 1,
+        "admin_endpoint": "127.0.0.1:0",
         **extra,
     }
     lines = [
@@ -100,6 +103,23 @@ def expected(sent: dict[str, list]) -> dict[str, pa.Table]:
     return {name: pa.concat_tables(tables) for name, tables in parts.items()}
 
 
+def behind_of(line: str) -> dict[str, int]:
+    """topic → messages behind, from a progress line ("...; messages behind: a 3, b 0")."""
+    pairs = line.rsplit("messages behind: ", 1)[1].split(", ")
+    return {topic: int(count) for topic, count in (pair.rsplit(" ", 1) for pair in pairs)}
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The /metrics samples, `name{labels}` → value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+
+
 def lake_table(root: Path, name: str) -> pa.Table:
     return DeltaTable(str(root / "lake" / name)).to_pyarrow_table()
 
@@ -126,9 +146,15 @@ def test_stream_stores_every_signal_as_the_receiver_would_exactly_once(
     }
     for signal_name, requests in sent.items():
         produce(kafka, names[signal_name], requests)
-    config = write_config(tmp_path, kafka, names)
-    run_once(config)
+    config = write_config(tmp_path, kafka, names, max_offsets_per_trigger=8)
+    child = run_once(config)
     wanted = assert_stored(tmp_path, sent)
+    # 26 messages, at most 8 a batch: the progress log counts down what is left to read
+    behind = [behind_of(line) for line in child.stderr.splitlines() if "progress of batch" in line]
+    assert len(behind) >= 4, child.stderr[-3000:]
+    totals = [sum(b.values()) for b in behind]
+    assert totals[0] >= 26 - 8 and totals[-1] == 0 and totals == sorted(totals, reverse=True)
+    assert set(behind[-1]) == set(names.values())
     assert not DeltaTable.is_deltatable(str(tmp_path / "lake" / DEAD_LETTER_TABLE))
 
     # nothing new: nothing added
@@ -227,6 +253,21 @@ def test_stream_without_once_runs_until_sigterm_and_stops_cleanly(
         while lake_table(tmp_path, "spans").num_rows < 6:
             assert child.poll() is None and time.monotonic() < deadline, "no second batch"
             time.sleep(0.5)
+        # its /metrics: rows per table, nothing behind; /readyz while it runs
+        [port] = re.findall(r"/readyz on 127\.0\.0\.1:(\d+)", log.read_text())
+        topic = names["traces"]
+        wanted = {
+            'otel_delta_stream_rows_total{table="spans"}': 6.0,
+            f'otel_delta_stream_topic_messages_behind{{signal="traces",topic="{topic}"}}': 0.0,
+            "otel_delta_stream_messages_behind": 0.0,
+            "otel_delta_stream_dead_letters_total": 0.0,
+        }
+        while {k: scrape(int(port)).get(k) for k in wanted} != wanted:
+            assert time.monotonic() < deadline, scrape(int(port))
+            time.sleep(0.5)
+        assert scrape(int(port))["otel_delta_stream_batches_total"] >= 2
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as ready:
+            assert ready.status == 200
         child.send_signal(signal.SIGTERM)
         child.wait(timeout=120)
         err = log.read_text()

@@ -40,6 +40,7 @@ def test_empty_topic_is_not_read() -> None:
         ("max_offsets_per_trigger = 0", "stream.max_offsets_per_trigger"),
         ('logs_topic = "otlp_spans"', "must differ"),
         ("partitions = 3", "stream.partitions: unknown key"),
+        ('admin_endpoint = "localhost"', "stream.admin_endpoint"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path: Path, body: str, words: str) -> None:
@@ -57,3 +58,21 @@ def test_stream_without_brokers_is_one_line_and_exit_2(tmp_path: Path, capsys) -
     assert (
         err == "otel-delta: config error: stream.bootstrap_servers: required by `otel-delta stream`"
     )
+
+
+def test_admin_endpoint_in_use_is_one_line_before_spark_starts(tmp_path: Path, capsys) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "deltalake.toml"
+        config.write_text(
+            f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
+            f'[stream]\nbootstrap_servers = "127.0.0.1:9"\nadmin_endpoint = "127.0.0.1:{port}"\n'
+        )
+        assert main(["stream", "--once", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"otel-delta: stream.admin_endpoint: cannot listen on 127.0.0.1:{port}")
+    assert "\n" not in err

@@ -1,0 +1,82 @@
+"""The stream's lag and progress figures, from progress reports shaped as Spark's Kafka source
+writes them (offsets as JSON text, topic → partition → offset)."""
+
+from __future__ import annotations
+
+import json
+
+from prometheus_client import REGISTRY
+
+from otel_delta.stream.progress import StreamStatus, lag, offsets
+
+TOPICS = {"spans": "traces", "logs": "logs"}
+
+
+def report(batch: int, end: dict, latest: dict, messages: int = 10) -> dict:
+    source = {"endOffset": json.dumps(end), "latestOffset": json.dumps(latest)}
+    return {
+        "batchId": batch,
+        "numInputRows": messages,
+        "inputRowsPerSecond": float("nan"),
+        "processedRowsPerSecond": 250.0,
+        "sources": [source],
+    }
+
+
+def test_lag_sums_the_partitions_of_each_topic() -> None:
+    progress = report(
+        0,
+        {"spans": {"0": 6, "1": 4}, "logs": {"0": 3}},
+        {"spans": {"0": 10, "1": 4}, "logs": {"0": 5}},
+    )
+    assert lag(progress) == {"spans": 4, "logs": 2}
+
+
+def test_a_partition_not_read_yet_counts_from_zero_and_none_is_no_lag() -> None:
+    assert lag(report(0, {"spans": {"0": 2}}, {"spans": {"0": 2, "1": 7}})) == {"spans": 7}
+    assert lag({"sources": [{"endOffset": "null", "latestOffset": None}]}) == {}
+    assert offsets("not json") == {} and offsets({"t": {"0": "5"}}) == {"t": {"0": 5}}
+
+
+def test_status_reports_each_batch_once_and_serves_gauges(caplog) -> None:
+    status = StreamStatus(TOPICS)
+    caplog.set_level("INFO", "otel_delta.stream.progress")
+    first = report(3, {"spans": {"0": 6}}, {"spans": {"0": 30}})
+    assert status.observe(first)
+    assert not status.observe(first)  # the same report polled again
+    assert not status.observe(None)
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line == (
+        "progress of batch 3: 10 message(s), 0/s arriving, 250/s processed; "
+        "messages behind: logs 0, spans 24"
+    )
+    gauges = {(g.name, g.labels): g.value for g in status.gauges()}
+    assert gauges[("stream_last_batch_id", ())] == 3
+    assert gauges[("stream_messages_behind", ())] == 24
+    assert (
+        gauges[("stream_topic_messages_behind", (("topic", "spans"), ("signal", "traces")))] == 24
+    )
+    assert gauges[("stream_topic_messages_behind", (("topic", "logs"), ("signal", "logs")))] == 0
+    assert status.observe(report(4, {"spans": {"0": 30}}, {"spans": {"0": 30}}))
+    assert status.gauges()[3].value == 0
+
+
+def test_batches_count_rows_per_table() -> None:
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = sample("otel_delta_stream_rows_total", table="spans")
+    dead = sample("otel_delta_stream_dead_letters_total")
+    StreamStatus(TOPICS).batch_done(5, {"spans": 40, "logs": 2}, dead=1, rejected=0, seconds=0.5)
+    assert sample("otel_delta_stream_rows_total", table="spans") == before + 40
+    assert sample("otel_delta_stream_dead_letters_total") == dead + 1
+
+
+def test_ready_only_while_the_query_runs_without_failure() -> None:
+    status = StreamStatus(TOPICS)
+    assert not status.checks()[0].ok
+    status.active = True
+    assert status.checks()[0].ok
+    status.failure = "Kafka went away"
+    [check] = status.checks()
+    assert not check.ok and check.detail == "Kafka went away"
