@@ -18,6 +18,7 @@ KAFKA_JARS := jars/kafka/.copied
 JARS += $(KAFKA_JARS)
 
 .PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native collector
+.PHONY: collector-kafka
 .PHONY: s3-server azure-server kafka
 
 # gRPC code of our own protos/ (ConnectorService), generated, never committed
@@ -96,18 +97,35 @@ OCB := $(TOOLS_CACHE)/ocb-$(OTELCOL_VERSION)/builder
 
 collector: $(OTELCOL) $(TELEMETRYGEN)
 
+# A second Collector, OTLP in and the contrib `kafka` exporter out, the producer of the streaming
+# tests (tests/stream/); its own manifest (tools/otelcol-kafka/builder.yaml), so the Collector of
+# every other test does not carry a Kafka client. One release older: the module proxy refuses
+# contrib's pkg/kafka modules at 0.161.0 (403), so it is built by ocb 0.160.0, the same way.
+OTELCOL_KAFKA_VERSION := 0.160.0
+OTELCOL_KAFKA_MANIFEST := tools/otelcol-kafka/builder.yaml
+OTELCOL_KAFKA_HASH := $(shell sha256sum $(OTELCOL_KAFKA_MANIFEST) 2>/dev/null | cut -c1-12)
+OTELCOL_KAFKA := $(TOOLS_CACHE)/otelcol-kafka-$(OTELCOL_KAFKA_VERSION)-$(OTELCOL_KAFKA_HASH)/otelcol-otel-delta-kafka
+OCB_KAFKA := $(TOOLS_CACHE)/ocb-$(OTELCOL_KAFKA_VERSION)/builder
+
+collector-kafka: $(OTELCOL_KAFKA)
+
 # A temp folder of the cache, removed however the recipe ends.
 TOOLS_TMP = set -e; mkdir -p $(TOOLS_CACHE); tmp=$$(mktemp -d $(TOOLS_CACHE)/.build.XXXXXX); \
 	trap 'rm -rf "$$tmp"' EXIT; trap 'exit 1' HUP INT TERM
 
-$(OCB):
-	$(TOOLS_TMP); GOBIN=$$tmp go install go.opentelemetry.io/collector/cmd/builder@v$(OTELCOL_VERSION); \
+# ocb of a version: $(OCB), $(OCB_KAFKA)
+$(TOOLS_CACHE)/ocb-%/builder:
+	$(TOOLS_TMP); GOBIN=$$tmp go install go.opentelemetry.io/collector/cmd/builder@v$*; \
 	mkdir -p $(@D); mv $$tmp/builder $@
 
 # TMPDIR: ocb makes an (unused) temp folder of its own at every start
 $(OTELCOL): | $(OCB)
 	$(TOOLS_TMP); TMPDIR=$$tmp $(OCB) --config $(OTELCOL_MANIFEST) --output-path $$tmp/dist; \
 	mkdir -p $(@D); cp $(OTELCOL_MANIFEST) $(@D)/builder.yaml; mv $$tmp/dist/$(@F) $@
+
+$(OTELCOL_KAFKA): | $(OCB_KAFKA)
+	$(TOOLS_TMP); TMPDIR=$$tmp $(OCB_KAFKA) --config $(OTELCOL_KAFKA_MANIFEST) --output-path $$tmp/dist; \
+	mkdir -p $(@D); cp $(OTELCOL_KAFKA_MANIFEST) $(@D)/builder.yaml; mv $$tmp/dist/$(@F) $@
 
 $(TELEMETRYGEN):
 	$(TOOLS_TMP); GOBIN=$$tmp go install \
@@ -162,7 +180,7 @@ lint: setup
 	$(VENV)/bin/ruff check otel_delta tests bench
 	$(VENV)/bin/ruff format --check otel_delta tests bench
 
-test: lint $(OTELCOL) $(TELEMETRYGEN) $(VERSITYGW) $(AZURITE) $(KAFKA)
+test: lint $(OTELCOL) $(OTELCOL_KAFKA) $(TELEMETRYGEN) $(VERSITYGW) $(AZURITE) $(KAFKA)
 	$(VENV)/bin/pytest
 
 quick: setup

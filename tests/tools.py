@@ -22,11 +22,11 @@ def tools_cache() -> Path:
     return Path(os.environ.get("OTEL_DELTA_TOOLS_CACHE") or Path.home() / ".cache" / "otel-delta")
 
 
-def _version() -> str:
-    """OTELCOL_VERSION, read from the Makefile so that the version is written in one place."""
-    found = re.search(r"^OTELCOL_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+def _version(name: str = "OTELCOL_VERSION") -> str:
+    """A version the Makefile sets (`NAME := x.y.z`), so that it is written in one place."""
+    found = re.search(rf"^{name} := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
     if found is None:
-        raise RuntimeError("no `OTELCOL_VERSION := ...` line in the Makefile")
+        raise RuntimeError(f"no `{name} := ...` line in the Makefile")
     return found[1]
 
 
@@ -41,6 +41,18 @@ def otelcol_binary() -> Path:
     by a hash of the manifest (as in the Makefile), so an edited manifest needs a new build."""
     digest = hashlib.sha256(MANIFEST.read_bytes()).hexdigest()[:12]
     return _existing(tools_cache() / f"otelcol-{_version()}-{digest}" / "otelcol-otel-delta")
+
+
+def otelcol_kafka_binary() -> Path:
+    """The Collector with the contrib `kafka` exporter (`make collector-kafka`, make test does),
+    from tools/otelcol-kafka/builder.yaml, found as the Makefile names it."""
+    manifest = ROOT / "tools" / "otelcol-kafka" / "builder.yaml"
+    digest = hashlib.sha256(manifest.read_bytes()).hexdigest()[:12]
+    folder = tools_cache() / f"otelcol-kafka-{_version('OTELCOL_KAFKA_VERSION')}-{digest}"
+    path = folder / "otelcol-otel-delta-kafka"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run `make collector-kafka` (make test does)")
+    return path
 
 
 def telemetrygen_binary() -> Path:

@@ -1,0 +1,112 @@
+"""The streaming path as users deploy it: telemetrygen → the OpenTelemetry Collector, whose
+pipelines fan out to its contrib `kafka` exporter (`encoding: otlp_proto`, traces keyed by trace
+id over two partitions) and to the bridge over OTLP/gRPC → `otel-delta stream --once` from the
+broker into a second lake. The two lakes hold the same rows: the stream and the receiver convert
+alike, and the exporter's messages are what the stream reads. The Collector is built by
+`make collector-kafka` (tools/otelcol-kafka/builder.yaml)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.collector.test_collector import EXPECTED, rows, sorted_rows, telemetrygen
+from tests.helpers import LOOPBACK, ServeProcess, free_port, read_table, wait_until
+from tests.kafka import KafkaBroker, kafka_broker
+from tests.stream.test_stream import run_once, topics, write_config
+from tests.tools import otelcol_kafka_binary
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def kafka(tmp_path: Path):
+    with kafka_broker(tmp_path / "kafka") as broker:
+        yield broker
+
+
+def collector_config(
+    tmp_path: Path, kafka: KafkaBroker, names: dict[str, str], bridge: ServeProcess
+) -> tuple[Path, dict[str, int]]:
+    ports = {"grpc": free_port(), "health": free_port()}
+    per_signal = "".join(
+        f"    {signal}: {{topic: {topic}, encoding: otlp_proto}}\n"
+        for signal, topic in names.items()
+    )
+    pipelines = "".join(
+        f"    {signal}:\n      receivers: [otlp]\n      processors: [batch]\n"
+        "      exporters: [kafka, otlp_grpc/bridge]\n"
+        for signal in names
+    )
+    config = tmp_path / "otelcol.yaml"
+    config.write_text(
+        f"extensions:\n  health_check: {{endpoint: 127.0.0.1:{ports['health']}}}\n"
+        "receivers:\n  otlp:\n    protocols:\n"
+        f"      grpc: {{endpoint: 127.0.0.1:{ports['grpc']}}}\n"
+        "processors:\n  batch: {send_batch_size: 200, timeout: 200ms}\n"
+        "exporters:\n"
+        f"  kafka:\n    brokers: [{kafka.bootstrap_servers}]\n"
+        "    partition_traces_by_id: true\n"
+        f"{per_signal}"
+        f"  otlp_grpc/bridge:\n    endpoint: 127.0.0.1:{bridge.port}\n    tls: {{insecure: true}}\n"
+        "service:\n  extensions: [health_check]\n"
+        "  telemetry: {metrics: {level: none}, logs: {level: warn}}\n"
+        f"  pipelines:\n{pipelines}"
+    )
+    return config, ports
+
+
+def test_collector_kafka_exporter_to_stream_stores_what_the_bridge_stores(
+    kafka: KafkaBroker, tmp_path: Path
+) -> None:
+    names = topics(kafka, "otelcol", span_partitions=2)
+    bridge_lake = tmp_path / "bridge-lake"
+    bridge_config = tmp_path / "bridge.toml"
+    bridge_config.write_text(
+        f"{LOOPBACK}[buffer]\nflush_interval_seconds = 0.5\n"
+        f'[deltalake]\ntable_path = "{bridge_lake}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    bridge = ServeProcess(bridge_config)
+    config, ports = collector_config(tmp_path, kafka, names, bridge)
+    collector = subprocess.Popen(
+        [str(otelcol_kafka_binary()), "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def healthy() -> bool:
+            assert collector.poll() is None, collector.stderr.read() if collector.stderr else ""
+            try:
+                return requests.get(f"http://127.0.0.1:{ports['health']}", timeout=2).ok
+            except requests.ConnectionError:
+                return False
+
+        wait_until(healthy, 60, "the Collector to start")
+        for signal in ("traces", "metrics", "logs"):
+            telemetrygen(signal, f"127.0.0.1:{ports['grpc']}")
+        wait_until(
+            lambda: all(rows(bridge_lake, table) >= n for table, n in EXPECTED.items()),
+            90,
+            f"the bridge to store {EXPECTED}",
+        )
+        collector.terminate()  # its exporters flush what they hold
+        assert collector.wait(timeout=60) == 0
+    finally:
+        if collector.poll() is None:
+            collector.kill()
+        assert bridge.stop() == 0, "".join(bridge.lines[-20:])
+
+    # the exporter's messages, keyed by trace id over two partitions, reached the broker
+    assert kafka.end_offsets(names["traces"]) and all(kafka.end_offsets(names["traces"]).values())
+    stream_config = write_config(tmp_path, kafka, names)
+    run_once(stream_config)
+    stream_lake = tmp_path / "lake"
+    for table, expected in EXPECTED.items():
+        streamed = read_table(stream_lake, table)
+        assert streamed.num_rows == expected, table  # none lost, none twice
+        assert sorted_rows(streamed) == sorted_rows(read_table(bridge_lake, table)), table
