@@ -1,8 +1,8 @@
 """Crash points, for the tests that prove what survives a crash at each step of ingestion.
 
-`OTEL_DELTA_CRASH_AT=<point>` in a bridge's environment makes the process exit at once — no
-cleanup, no flush, like `kill -9` — the first time it reaches that point. Unset (always, in
-production) a crash point costs one string comparison.
+`OTEL_DELTA_CRASH_AT=<point>` in a bridge's (or a stream job's) environment makes the process
+exit at once — no cleanup, no flush, like `kill -9` — the first time it reaches that point.
+Unset (always, in production) a crash point costs one string comparison.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ POINTS = (
     "wal-written",  # a record batch is written to the segment, not yet fsync'd
     "wal-synced",  # the batch is fsync'd, its senders not yet answered
     "delta-committed",  # a Delta commit succeeded, its records not yet released from the log
+    # `otel-delta stream`: one table of a micro-batch committed, the batch's other tables not
+    "stream-table-committed",
 )
 _CRASH_AT = os.environ.get("OTEL_DELTA_CRASH_AT", "")
 

@@ -20,10 +20,19 @@ from deltalake.exceptions import TableNotFoundError
 
 from otel_delta.engines.delta_rs import holds_transaction
 from otel_delta.lakehouse import table_uri
-from otel_delta.tables.schemas import BACKFILL_FILES, DEAD_LETTER_TABLE, DEAD_LETTERS
+from otel_delta.tables.schemas import (
+    BACKFILL_FILES,
+    DEAD_LETTER_DESCRIPTION,
+    DEAD_LETTER_TABLE,
+    DEAD_LETTERS,
+)
 
 LEDGER_TABLE = "_backfill_files"
 AUX_SCHEMAS = {LEDGER_TABLE: BACKFILL_FILES, DEAD_LETTER_TABLE: DEAD_LETTERS}
+AUX_DESCRIPTIONS = {
+    LEDGER_TABLE: f"otel-delta backfill bookkeeping: {LEDGER_TABLE}",
+    DEAD_LETTER_TABLE: DEAD_LETTER_DESCRIPTION,
+}
 TXN_VERSION = 1
 
 
@@ -42,7 +51,7 @@ def ensure_aux_table(root: str, name: str, storage: dict[str, str] | None = None
         AUX_SCHEMAS[name],
         mode="ignore",
         name=name,
-        description=f"otel-delta backfill bookkeeping: {name}",
+        description=AUX_DESCRIPTIONS[name],
         storage_options=storage or None,
     )
     return uri

@@ -23,7 +23,7 @@ from otel_delta.engines.delta_rs import holds_transaction
 from otel_delta.errors import RowsRejectedError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.metrics import DEAD_LETTERS as DEAD_LETTER_COUNT
-from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
+from otel_delta.tables.schemas import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_TABLE, DEAD_LETTERS
 from otel_delta.wal import WriteAheadLog
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class DeadLetters:
         txn = Transaction(self.app_id, position)
         DeltaTable.create(
             self.uri, DEAD_LETTERS, mode="ignore", name=DEAD_LETTER_TABLE,
-            storage_options=self.lakehouse.storage,
+            description=DEAD_LETTER_DESCRIPTION, storage_options=self.lakehouse.storage,
         )  # fmt: skip
         existing = DeltaTable(self.uri, storage_options=self.lakehouse.storage)
         if holds_transaction(existing, txn):

@@ -25,6 +25,7 @@ from otel_delta.backfill.distributed import BLOBS_PER_ARROW_BATCH, decode_blobs
 from otel_delta.config import AdminSettings, Settings, StreamSettings
 from otel_delta.engines.spark import SparkEngine, spark_schema
 from otel_delta.errors import ConfigError
+from otel_delta.faults import crash_point
 from otel_delta.lakehouse import Lakehouse, table_uri
 from otel_delta.stream.convert import MESSAGE_COLUMNS, STAGED, STATS, convert_task
 from otel_delta.stream.progress import StreamStatus
@@ -137,6 +138,7 @@ class BatchWriter:
                         self.engine.save(name, uri, rows, txn)
                     else:
                         self.engine.append_frame(name, rows, txn)
+                    crash_point("stream-table-committed")
             finally:
                 spark.conf.set(ARROW_BATCH, previous)
         finally:

@@ -11,8 +11,8 @@ batches a topic can grow, which the next batch's figure shows.
 from __future__ import annotations
 
 import json
-import math
 import logging
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field

@@ -214,6 +214,11 @@ METRICS_SUMMARY = pa.schema(
 # Bookkeeping tables beside the telemetry tables, not partitioned: the dead letters (of
 # `otel-delta backfill` and of the bridge) and the backfill's ledger.
 DEAD_LETTER_TABLE = "_dead_letters"
+# the table's Delta description, whichever writer creates it first
+DEAD_LETTER_DESCRIPTION = (
+    "otel-delta dead letters: input that could not be stored (backfill records, Kafka messages, "
+    "write-ahead log records a table refused), with where it came from and why"
+)
 DEAD_LETTERS = pa.schema(
     [
         pa.field("file", STRING),

@@ -14,14 +14,18 @@ import time
 import urllib.request
 from pathlib import Path
 
+import grpc
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
+from otel_delta.faults import CRASH_EXIT_CODE
 from otel_delta.signals import SIGNALS_BY_NAME
-from otel_delta.tables.schemas import DEAD_LETTER_TABLE
+from otel_delta.tables.schemas import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_TABLE
 from tests import corpus
 from tests.engines.test_spark import canonical
+from tests.helpers import LOOPBACK, ServeProcess
 from tests.kafka import KafkaBroker, kafka_broker
 from tests.kafka.test_broker import span_request
 from tests.tools import ROOT
@@ -44,7 +48,16 @@ def topics(kafka: KafkaBroker, prefix: str, span_partitions: int = 2) -> dict[st
     return names
 
 
-def write_config(tmp_path: Path, kafka: KafkaBroker, names: dict[str, str], **extra) -> Path:
+def write_config(
+    tmp_path: Path,
+    kafka: KafkaBroker,
+    names: dict[str, str],
+    prefix: str = "",
+    spark: str = 'master = "local[2]"',
+    **extra,
+) -> Path:
+    """The stream's deltalake.toml; `prefix` adds sections before it (a bridge's, say), `spark`
+    is the body of its [spark] section."""
     stream = {
         "bootstrap_servers": kafka.bootstrap_servers,
         "traces_topic": names["traces"],
@@ -58,7 +71,7 @@ def write_config(tmp_path: Path, kafka: KafkaBroker, names: dict[str, str], **ex
         "[deltalake]",
         f'table_path = "{tmp_path / "lake"}"',
         "[spark]",
-        'master = "local[2]"',
+        spark,
         "[stream]",
         *(
             f"{k} = {v!r}" if isinstance(v, int | float) else f'{k} = "{v}"'
@@ -66,7 +79,7 @@ def write_config(tmp_path: Path, kafka: KafkaBroker, names: dict[str, str], **ex
         ),
     ]
     config = tmp_path / "deltalake.toml"
-    config.write_text("\n".join(lines) + "\n")
+    config.write_text(prefix + "\n".join(lines) + "\n")
     return config
 
 
@@ -74,10 +87,11 @@ def stream_command(config: Path) -> list[str]:
     return [sys.executable, "-m", "otel_delta.cli", "stream", "--once", "--config", str(config)]
 
 
-def run_once(config: Path) -> subprocess.CompletedProcess:
+def run_once(config: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     child = subprocess.run(
         stream_command(config),
         cwd=ROOT,
+        env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -190,6 +204,8 @@ def test_undecodable_message_goes_to_dead_letters_and_the_rest_is_stored(
     assert dead["offset"] == 1 and dead["line"] is None
     assert dead["reason"].startswith(f"topic {topic} partition 0 offset 1: not an OTLP protobuf")
     assert dead["raw"] == garbage
+    table = DeltaTable(str(tmp_path / "lake" / DEAD_LETTER_TABLE))
+    assert table.metadata().description == DEAD_LETTER_DESCRIPTION  # not the backfill's
 
 
 def test_killed_stream_rerun_stores_every_message_exactly_once(
@@ -278,3 +294,92 @@ def test_stream_without_once_runs_until_sigterm_and_stops_cleanly(
             os.killpg(child.pid, signal.SIGKILL)
             child.wait(timeout=30)
     assert_stored(tmp_path, {"traces": [span_request(i) for i in range(6)]})
+
+
+def writers(history: list[dict]) -> list[str]:
+    """Who made each commit of a table, oldest first: "spark" or "delta-rs"."""
+    order = sorted(history, key=lambda commit: commit["version"])
+    return ["spark" if "Apache-Spark" in str(c.get("engineInfo")) else "delta-rs" for c in order]
+
+
+def test_stream_and_bridge_write_the_same_table_at_once(kafka: KafkaBroker, tmp_path: Path) -> None:
+    """One deltalake.toml for both processes (their admin endpoints differ): the bridge's delta-rs
+    appends and the stream's Spark appends go to the same spans partition at the same time;
+    every span of either path is stored exactly once."""
+    names = topics(kafka, "both", span_partitions=2)
+    produce(kafka, names["traces"], [span_request(i) for i in range(40)])
+    bridge_sections = (
+        f'{LOOPBACK}[wal]\ndir = "{tmp_path / "wal"}"\n[buffer]\nflush_interval_seconds = 0.2\n'
+    )
+    config = write_config(tmp_path, kafka, names, bridge_sections, max_offsets_per_trigger=4)
+    log = tmp_path / "stream.log"
+    spans = tmp_path / "lake" / "spans"
+    bridge = ServeProcess(config)
+    try:
+        with log.open("w") as out:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "otel_delta.cli", "stream", "--config", str(config)],
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=out,
+                start_new_session=True,
+            )
+        try:
+            deadline = time.monotonic() + RUN_TIMEOUT
+            while not DeltaTable.is_deltatable(str(spans)):  # the stream's first batch
+                assert child.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+            with grpc.insecure_channel(bridge.endpoint) as channel:
+                stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+                for i in range(100, 140):
+                    stub.Export(span_request(i), timeout=60)
+                    time.sleep(0.2)
+            while lake_table(tmp_path, "spans").num_rows < 80:
+                assert child.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.5)
+            child.send_signal(signal.SIGTERM)
+            assert child.wait(timeout=120) == 0, log.read_text()[-6000:]
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait(timeout=30)
+    finally:
+        assert bridge.stop() == 0, "".join(bridge.lines)[-3000:]
+    stored = lake_table(tmp_path, "spans").column("name").to_pylist()
+    wanted = [f"span-{i}" for i in [*range(40), *range(100, 140)]]
+    assert sorted(stored) == sorted(wanted)
+    assert_stored(tmp_path, {"traces": [span_request(i) for i in [*range(40), *range(100, 140)]]})
+    # the two writers really interleaved: a delta-rs commit between two of Spark's
+    made = writers(DeltaTable(str(spans)).history())
+    first, last = made.index("spark"), len(made) - 1 - made[::-1].index("spark")
+    assert "delta-rs" in made[first:last], made
+
+
+def test_crash_between_two_tables_of_a_batch_stores_each_once(
+    kafka: KafkaBroker, tmp_path: Path
+) -> None:
+    """The job dies right after the first table of its first micro-batch committed (logs, then
+    spans); the rerun repeats the batch: logs are skipped by their Delta transaction, spans are
+    written, nothing twice."""
+    names = topics(kafka, "crash", span_partitions=1)
+    sent = {"traces": [span_request(i) for i in range(10)], "logs": [corpus.logs_request()] * 2}
+    for signal_name, requests in sent.items():
+        produce(kafka, names[signal_name], requests)
+    config = write_config(tmp_path, kafka, names)
+    crashed = subprocess.run(
+        stream_command(config),
+        cwd=ROOT,
+        env={**os.environ, "OTEL_DELTA_CRASH_AT": "stream-table-committed"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr[-3000:]
+    assert lake_table(tmp_path, "logs").num_rows > 0  # the first table committed
+    assert not DeltaTable.is_deltatable(str(tmp_path / "lake" / "spans"))  # the second did not
+    logs_version = DeltaTable(str(tmp_path / "lake" / "logs")).version()
+    run_once(config)
+    assert_stored(tmp_path, sent)
+    assert DeltaTable(str(tmp_path / "lake" / "logs")).version() == logs_version  # skipped
