@@ -2,11 +2,12 @@
 
 At the ingest defaults (`flush_interval_seconds = 10`) a busy table gets 8,640 commits a day.
 This drives that many appends through the bridge's writer (`DeltaRsEngine.append`, each with
-the Delta transaction id the write-ahead log gives it) into today's partition, while the
-scheduled maintainer runs beside it on its own thread as `serve` runs it (checkpoints, log
-cleanup, clustered compaction of today's files once older than the minimum age, vacuum), with
-the hour compressed to `--maintenance-seconds`. Then the day is closed (a maintenance round
-with tomorrow's date) and it reports:
+the Delta transaction id the write-ahead log gives it) into today's partition, and runs one
+round of the scheduled maintenance every `--commits-per-round` commits (360: hourly at a 10 s
+flush), inline between two commits, as `serve`'s maintainer would (checkpoints, log cleanup,
+clustered compaction of today's files once older than `--open-age-seconds`, vacuum); inline,
+so that commit latency is the table's and not two threads sharing two cores. Then the day is
+closed (a maintenance round with tomorrow's date) and it reports:
 
 - commit latency and table-open latency (a fresh `DeltaTable`, as a reader or a restarted
   bridge opens it) in the first and the last 10% of the run, and their ratio (goal: ≤ 1.2);
