@@ -122,11 +122,13 @@ class BatchWriter:
                 .collect()
             }
             messages, rejected = outline.pop(STATS, (0, 0))
+            steps = [f"convert {time.monotonic() - started:.1f} s"]
             txn = Transaction(self.app_id, batch_id)
             previous = spark.conf.get(ARROW_BATCH)
             spark.conf.set(ARROW_BATCH, str(BLOBS_PER_ARROW_BATCH))
             try:
                 for name in sorted(outline):
+                    table_started = time.monotonic()
                     schema = DEAD_LETTERS if name == DEAD_LETTER_TABLE else TABLES[name].schema
                     rows = (
                         staged.where(F.col("table") == name)
@@ -139,6 +141,7 @@ class BatchWriter:
                     else:
                         self.engine.append_frame(name, rows, txn)
                     crash_point("stream-table-committed")
+                    steps.append(f"{name} {time.monotonic() - table_started:.1f} s")
             finally:
                 spark.conf.set(ARROW_BATCH, previous)
         finally:
@@ -155,13 +158,14 @@ class BatchWriter:
         )
         log.info(
             "batch %d: %d message(s) → %s; %d dead letter(s), %d rejected item(s); "
-            "%.1f s, %.0f rows/s",
+            "%.1f s (%s), %.0f rows/s",
             batch_id,
             messages,
             ", ".join(f"{n} {r}" for n, (r, _) in sorted(outline.items())) or "nothing",
             dead,
             rejected,
             seconds,
+            ", ".join(steps),
             stored / seconds if seconds > 0 else 0.0,
         )
 
