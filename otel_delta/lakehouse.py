@@ -191,12 +191,16 @@ class Lakehouse:
             column_properties=column_properties(spec.layout) if spec else None,
         )
 
-    def commit_properties(self, app_transaction: Transaction | None = None) -> CommitProperties:
-        """delta-rs commit settings: the retry budget of a commit that lost a race, and an
-        optional Delta `txn` (app id + version) that makes a commit idempotent."""
+    def commit_properties(
+        self, app_transaction: Transaction | None = None, operation: str | None = None
+    ) -> CommitProperties:
+        """delta-rs commit settings: the retry budget of a commit that lost a race, an optional
+        Delta `txn` (app id + version) that makes a commit idempotent, and an optional
+        `otel_delta.operation` in the commit info (history shows who wrote what)."""
         return CommitProperties(
             max_commit_retries=self.max_commit_retries,
             app_transactions=[app_transaction] if app_transaction else None,
+            custom_metadata={"otel_delta.operation": operation} if operation else None,
         )
 
     def table_properties(self, name: str | None = None) -> dict[str, str]:

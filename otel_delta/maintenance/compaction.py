@@ -22,13 +22,11 @@ bringing those rows back. The file of a group whose commit failed is deleted (on
 between writing and committing leaves one behind, never referenced by the log).
 
 Statistics of the new file are taken from its Parquet footer, for the top-level scalar
-columns, in the format delta-rs writes (timestamps in milliseconds).
+columns, in the format delta-rs writes (otel_delta.engines.data_files).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import time
 import uuid
 from collections import defaultdict
@@ -45,7 +43,14 @@ from deltalake import DeltaTable, WriterProperties
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from otel_delta.connector.scan import local_filesystem
-from otel_delta.lakehouse import STATS_COLUMNS, column_properties
+from otel_delta.engines.data_files import (
+    footer,
+    footer_stats,
+    partition_text,
+    plain_parquet,
+    stats_columns,
+)
+from otel_delta.lakehouse import column_properties
 from otel_delta.tables.layout import Layout, parquet_options
 
 ROW_GROUP_ROWS = 128 * 1024  # rows per row group of a compacted file: narrow trace id ranges
@@ -55,7 +60,6 @@ ROW_GROUP_ROWS = 128 * 1024  # rows per row group of a compacted file: narrow tr
 GROUP_INPUT_BYTES = 8 * 1024 * 1024
 MAX_SPILL_BYTES = 256 * 1024 * 1024  # memory of a closed partition's sort before it spills
 CLUSTERED_PREFIX = "clustered-"  # names the files this module writes: never rewritten by it
-MAX_STRING_STAT = 64  # longer string min/max are left out of the log (ids and names fit)
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ def candidates(delta: DeltaTable) -> list[Candidate]:
     """Every live file of the current snapshot with its size, age and partition values."""
     actions = pa.table(delta.get_add_actions(flatten=True))
     names = [n for n in actions.column_names if n.startswith("partition.")]
-    partitions = [[_partition_text(v) for v in actions.column(n).to_pylist()] for n in names]
+    partitions = [[partition_text(v) for v in actions.column(n).to_pylist()] for n in names]
     keys = [n.removeprefix("partition.") for n in names]
     return [
         Candidate(
@@ -110,14 +114,6 @@ def candidates(delta: DeltaTable) -> list[Candidate]:
             )
         )
     ]
-
-
-def _partition_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return str(value)
 
 
 def plan(
@@ -155,18 +151,6 @@ def plan(
             size += file.size
         groups.append(group)
     return [g for g in groups if len(g) > 1]
-
-
-def plain_parquet(delta: DeltaTable) -> bool:
-    """Are the table's files its rows as plain Parquet (no deletion vectors, no column
-    mapping)?"""
-    features = delta.protocol().reader_features or []
-    mapping = delta.metadata().configuration.get("delta.columnMapping.mode") or "none"
-    return (
-        "deletionVectors" not in features
-        and "columnMapping" not in features
-        and (mapping == "none")
-    )
 
 
 def _clustered(path: str) -> bool:
@@ -306,7 +290,10 @@ def rewrite(
         [_read(filesystem, unquote(f.path), schema) for f in group], promote_options="default"
     )
     rows = _cluster(rows, layout)
-    directory = group[0].path.rsplit("/", 1)[0] if "/" in group[0].path else ""
+    # paths as delta-rs takes them in actions: decoded (the log holds them percent-encoded,
+    # and delta-rs encodes what it is given; an encoded path would name another file)
+    first = unquote(group[0].path)
+    directory = first.rsplit("/", 1)[0] if "/" in first else ""
     encoding = parquet_options(layout, schema, options.compression, options.compression_level)
     suffix = options.compression.lower()
     now_ms = int(time.time() * 1000)
@@ -314,21 +301,21 @@ def rewrite(
     # one file: a group's input is a fraction of the target file size
     name = f"{CLUSTERED_PREFIX}{uuid.uuid4()}.{suffix}.parquet"
     relative = f"{directory}/{name}" if directory else name
-    with filesystem.open_output_stream(unquote(relative)) as sink:
+    with filesystem.open_output_stream(relative) as sink:
         writer = pq.ParquetWriter(sink, schema, **encoding)
         writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
         writer.close()
     add = AddAction(
         path=relative,
-        size=filesystem.get_file_info(unquote(relative)).size,
+        size=filesystem.get_file_info(relative).size,
         partition_values=partition_values,
         modification_time=now_ms,
         data_change=False,
-        stats=file_stats(_footer(filesystem, unquote(relative)), schema, stats_columns(delta)),
+        stats=footer_stats(footer(filesystem, relative), schema, stats_columns(delta)),
     )
     removes = [
         RemoveAction(
-            path=f.path,
+            path=unquote(f.path),
             data_change=False,
             deletion_timestamp=now_ms,
             size=f.size,
@@ -367,8 +354,8 @@ def _discard_unless_committed(
     file whose fate is unknown is left (unreferenced, it harms nothing)."""
     try:
         delta.update_incremental()
-        if relative not in {c.path for c in candidates(delta)}:
-            filesystem.delete_file(unquote(relative))
+        if relative not in {unquote(c.path) for c in candidates(delta)}:
+            filesystem.delete_file(relative)
     except Exception:  # the error being raised is the one to report
         return
 
@@ -391,83 +378,3 @@ def _cluster(rows: pa.Table, layout: Layout) -> pa.Table:
     if not keys or rows.num_rows < 2:
         return rows
     return rows.take(pc.sort_indices(rows, sort_keys=keys))
-
-
-def _footer(filesystem: pa_fs.FileSystem, path: str) -> pq.FileMetaData:
-    with filesystem.open_input_file(path) as source:
-        return pq.ParquetFile(source).metadata
-
-
-def stats_columns(delta: DeltaTable) -> set[str] | None:
-    """The columns the table records statistics of (`delta.dataSkippingStatsColumns`), or
-    None for every column."""
-    named = delta.metadata().configuration.get(STATS_COLUMNS)
-    return {c.strip() for c in named.split(",")} if named else None
-
-
-def file_stats(
-    metadata: pq.FileMetaData, schema: pa.Schema, columns: set[str] | None = None
-) -> str:
-    """Delta `stats` JSON of a file from its footer: row count, and per top-level scalar
-    column (of `columns`, if given) its null count and, where every row group recorded them,
-    min and max."""
-    index = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
-    minimum: dict[str, Any] = {}
-    maximum: dict[str, Any] = {}
-    nulls: dict[str, int] = {}
-    for field in schema:
-        if field.name not in index or not _scalar(field.type):
-            continue
-        if columns is not None and field.name not in columns:
-            continue
-        column = index[field.name]
-        groups = [
-            metadata.row_group(g).column(column).statistics for g in range(metadata.num_row_groups)
-        ]
-        if any(s is None for s in groups):
-            continue
-        nulls[field.name] = sum(s.null_count for s in groups)
-        bounds = [(s.min, s.max) for s in groups if s.has_min_max]
-        if not bounds or len(bounds) != sum(1 for s in groups if s.num_values):
-            continue
-        low, high = min(b[0] for b in bounds), max(b[1] for b in bounds)
-        if isinstance(high, str) and max(len(low), len(high)) > MAX_STRING_STAT:
-            continue
-        if isinstance(high, float) and (high != high or low != low):  # NaN
-            continue
-        minimum[field.name] = _json_value(low, field.type)
-        maximum[field.name] = _json_value(high, field.type)
-    return json.dumps(
-        {
-            "numRecords": metadata.num_rows,
-            "minValues": minimum,
-            "maxValues": maximum,
-            "nullCount": nulls,
-        },
-        separators=(",", ":"),
-    )
-
-
-def _scalar(kind: pa.DataType) -> bool:
-    return (
-        pa.types.is_integer(kind)
-        or pa.types.is_floating(kind)
-        or pa.types.is_string(kind)
-        or pa.types.is_timestamp(kind)
-        or pa.types.is_date(kind)
-    )
-
-
-def _json_value(value: Any, kind: pa.DataType) -> Any:
-    if pa.types.is_timestamp(kind):
-        if isinstance(value, int):
-            value = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=value)
-        # milliseconds, as delta-rs writes them (readers allow for the truncation), and like
-        # delta-rs without a fraction when it is zero
-        value = value.astimezone(dt.UTC)
-        millis = value.microsecond // 1000
-        fraction = f".{millis:03d}" if millis else ""
-        return value.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
-    if pa.types.is_date(kind):
-        return value.isoformat()
-    return value

@@ -1,10 +1,13 @@
-"""The Kafka messages of one micro-batch → Arrow IPC blobs per table, in the executors.
+"""The Kafka messages of one micro-batch → Parquet files of the tables, in the executors.
 
 Each message is what the Collector's `kafka` exporter writes with `encoding: otlp_proto`: one
 serialized Export*ServiceRequest, its signal known from its topic. It is converted with the
-receiver's own converters (`Signal.convert`), so streamed rows equal ingested rows; the tables
-leave the task as IPC blobs (otel_delta.backfill.distributed.blobs), decoded per table by
-`decode_blobs` before the append.
+receiver's own converters (`Signal.convert`), so streamed rows equal ingested rows. The task
+writes the rows itself, one file per table and partition (otel_delta.engines.data_files: the
+table's layout, statistics as delta-rs records them), and returns only the files'
+descriptions: the rows never pass through the JVM, and the driver commits each table's files
+in one delta-rs commit. Files of a batch that is never committed (a crash before the commit)
+are referenced by no log entry; vacuum removes them.
 
 A message that does not parse (or whose conversion fails) becomes a `_dead_letters` row:
 `file` = "kafka://<topic>/<partition>", `offset` = its Kafka offset, `line` = NULL, `reason` =
@@ -15,27 +18,76 @@ A message that does not parse (or whose conversion fails) becomes a `_dead_lette
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
-from otel_delta.backfill.distributed import blobs
 from otel_delta.backfill.stage import MAX_RAW_BYTES
+from otel_delta.engines.data_files import table_filesystem, write_partitioned
+from otel_delta.lakehouse import table_uri
 from otel_delta.signals import SIGNALS_BY_NAME
+from otel_delta.tables import TABLES
+from otel_delta.tables.layout import Layout
 from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
 
 STATS = ""  # `table` of a task's stats row: messages in `rows`, rejected items in `rejected`
 MESSAGE_COLUMNS = ("topic", "partition", "offset", "value")
-STAGED = pa.schema(
+WRITTEN = pa.schema(  # what a task returns: a row per file written, and its stats row
     [
         pa.field("table", pa.string()),
         pa.field("rows", pa.int64()),
         pa.field("rejected", pa.int64()),
-        pa.field("ipc", pa.binary()),
+        pa.field("path", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("partition_values", pa.string()),  # JSON object
+        pa.field("stats", pa.string()),
     ]
 )
+
+
+@dataclass(frozen=True)
+class FileTarget:
+    """Where and how the executors write (pickled into each task)."""
+
+    root: str
+    storage: dict[str, str] | None
+    partition_by: tuple[str, ...]
+    compression: str
+    compression_level: int
+    stats_columns: dict[str, frozenset[str] | None]  # per table: None = every column
+
+    def write(self, name: str, rows: pa.Table) -> list[dict]:
+        telemetry = name != DEAD_LETTER_TABLE
+        files = write_partitioned(
+            rows,
+            TABLES[name].schema if telemetry else DEAD_LETTERS,
+            self.partition_by if telemetry else (),
+            table_filesystem(table_uri(self.root, name), self.storage),
+            TABLES[name].layout if telemetry else Layout(),
+            self.compression,
+            self.compression_level,
+            _as_set(self.stats_columns.get(name)),
+        )
+        return [
+            {
+                "table": name,
+                "rows": f.rows,
+                "rejected": 0,
+                "path": f.path,
+                "size": f.size,
+                "partition_values": json.dumps(f.partition_values),
+                "stats": f.stats,
+            }
+            for f in files
+        ]
+
+
+def _as_set(columns: frozenset[str] | None) -> set[str] | None:
+    return None if columns is None else set(columns)
 
 
 def dead_letter(topic: str, partition: int, offset: int, reason: str, value: bytes) -> dict:
@@ -80,8 +132,9 @@ def convert_messages(
     return tables, dead, rejected
 
 
-def convert_task(topics: dict[str, str]) -> Callable:
-    """The `mapInArrow` function over (topic, partition, offset, value) batches."""
+def convert_task(topics: dict[str, str], target: FileTarget) -> Callable:
+    """The `mapInArrow` function over (topic, partition, offset, value) batches: converts,
+    writes the files, yields their descriptions."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -89,8 +142,8 @@ def convert_task(topics: dict[str, str]) -> Callable:
             outputs = {name: pa.concat_tables(parts) for name, parts in tables.items()}
             if dead:
                 outputs[DEAD_LETTER_TABLE] = pa.Table.from_pylist(dead, schema=DEAD_LETTERS)
-            rows = [blob for name, table in outputs.items() for blob in blobs(name, table)]
+            rows = [row for name, table in outputs.items() for row in target.write(name, table)]
             rows.append({"table": STATS, "rows": batch.num_rows, "rejected": rejected})
-            yield pa.RecordBatch.from_pylist(rows, schema=STAGED)
+            yield pa.RecordBatch.from_pylist(rows, schema=WRITTEN)
 
     return run

@@ -9,6 +9,7 @@ import random
 import threading
 import time
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,14 +28,16 @@ OPTIONS = compaction.RewriteOptions()
 LATER_MS = 2**62  # a cutoff every file is older than
 
 
-def spans(rng: random.Random, count: int, day: dt.date, first: int) -> pa.Table:
+def spans(
+    rng: random.Random, count: int, day: dt.date, first: int, service: str = "svc"
+) -> pa.Table:
     base = int(dt.datetime.combine(day, dt.time(1), tzinfo=dt.UTC).timestamp()) * 10**9
     rows = []
     for i in range(first, first + count):
         start = base + rng.randrange(3_600 * 10**9)
         rows.append(
             {
-                "service_name": "svc",
+                "service_name": service,
                 "date": day,
                 "start_time": dt.datetime.fromtimestamp(start // 10**9, dt.UTC),
                 "trace_id": f"{rng.getrandbits(128):032x}",
@@ -53,11 +56,13 @@ def spans_table(lake: Path):
     return DeltaLakeConnector(DeltaConfig.for_path(lake)).get_or_create_table("spans")
 
 
-def fill(table, commits: int, per_commit: int = 50, day: dt.date | None = None) -> pa.Table:
+def fill(
+    table, commits: int, per_commit: int = 50, day: dt.date | None = None, service: str = "svc"
+) -> pa.Table:
     rng = random.Random(7)
     written = []
     for c in range(commits):
-        batch = spans(rng, per_commit, day or utc_today(), c * per_commit)
+        batch = spans(rng, per_commit, day or utc_today(), c * per_commit, service)
         table.bulk_insert(batch)
         written.append(batch)
     return pa.concat_tables(written)
@@ -77,9 +82,13 @@ def log_actions(path: Path, version: int) -> list[dict]:
     return [json.loads(line) for line in entry.read_text().splitlines()]
 
 
-def test_rewrite_keeps_every_row_once_sorted_with_delta_rs_statistics(tmp_path: Path) -> None:
+# a service name whose partition directory and log path need escaping (space, %, /, non-ASCII)
+@pytest.mark.parametrize("service", ["svc", "web shop 50%/ünï"])
+def test_rewrite_keeps_every_row_once_sorted_with_delta_rs_statistics(
+    tmp_path: Path, service: str
+) -> None:
     table = spans_table(tmp_path)
-    written = fill(table, commits=12)
+    written = fill(table, commits=12, service=service)
     delta = table.delta()
     before = delta.version()
 
@@ -90,12 +99,16 @@ def test_rewrite_keeps_every_row_once_sorted_with_delta_rs_statistics(tmp_path: 
     assert by_span(fresh.to_pyarrow_table()) == by_span(written)
     files = compaction.candidates(fresh)
     assert len(files) == 1 and files[0].path.rsplit("/", 1)[1].startswith("clustered-")
-    local = pq.read_table(tmp_path / "spans" / files[0].path)
+    assert dict(files[0].partition)["service_name"] == service
+    local = pq.read_table(tmp_path / "spans" / unquote(files[0].path))
     ids, starts = local["trace_id"].to_pylist(), local["start_time_unix_nano"].to_pylist()
     keys = list(zip(ids, starts, strict=True))
     assert keys == sorted(keys)
     assert (
-        pq.read_metadata(tmp_path / "spans" / files[0].path).row_group(0).column(0).compression
+        pq.read_metadata(tmp_path / "spans" / unquote(files[0].path))
+        .row_group(0)
+        .column(0)
+        .compression
         == "ZSTD"
     )
 

@@ -22,6 +22,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
 from otel_delta.faults import CRASH_EXIT_CODE
 from otel_delta.signals import SIGNALS_BY_NAME
+from otel_delta.stream.job import STREAM_OPERATION
 from otel_delta.tables.schemas import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_TABLE
 from tests import corpus
 from tests.engines.test_spark import canonical
@@ -297,15 +298,17 @@ def test_stream_without_once_runs_until_sigterm_and_stops_cleanly(
 
 
 def writers(history: list[dict]) -> list[str]:
-    """Who made each commit of a table, oldest first: "spark" or "delta-rs"."""
+    """Who made each commit of a table, oldest first: "stream" or "bridge"."""
     order = sorted(history, key=lambda commit: commit["version"])
-    return ["spark" if "Apache-Spark" in str(c.get("engineInfo")) else "delta-rs" for c in order]
+    return [
+        "stream" if c.get("otel_delta.operation") == STREAM_OPERATION else "bridge" for c in order
+    ]
 
 
 def test_stream_and_bridge_write_the_same_table_at_once(kafka: KafkaBroker, tmp_path: Path) -> None:
-    """One deltalake.toml for both processes (their admin endpoints differ): the bridge's delta-rs
-    appends and the stream's Spark appends go to the same spans partition at the same time;
-    every span of either path is stored exactly once."""
+    """One deltalake.toml for both processes (their admin endpoints differ): the bridge's appends
+    and the stream's commits of its executors' files go to the same spans partition at the same
+    time; every span of either path is stored exactly once."""
     names = topics(kafka, "both", span_partitions=2)
     produce(kafka, names["traces"], [span_request(i) for i in range(40)])
     bridge_sections = (
@@ -350,10 +353,10 @@ def test_stream_and_bridge_write_the_same_table_at_once(kafka: KafkaBroker, tmp_
     wanted = [f"span-{i}" for i in [*range(40), *range(100, 140)]]
     assert sorted(stored) == sorted(wanted)
     assert_stored(tmp_path, {"traces": [span_request(i) for i in [*range(40), *range(100, 140)]]})
-    # the two writers really interleaved: a delta-rs commit between two of Spark's
+    # the two writers really interleaved: a bridge commit between two of the stream's
     made = writers(DeltaTable(str(spans)).history())
-    first, last = made.index("spark"), len(made) - 1 - made[::-1].index("spark")
-    assert "delta-rs" in made[first:last], made
+    first, last = made.index("stream"), len(made) - 1 - made[::-1].index("stream")
+    assert "bridge" in made[first:last], made
 
 
 def test_crash_between_two_tables_of_a_batch_stores_each_once(

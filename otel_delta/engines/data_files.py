@@ -1,0 +1,258 @@
+"""Parquet data files that our own code writes and delta-rs then commits as Add actions.
+
+Two writers need this: the stream's executors, which write each micro-batch's rows where they
+convert them (one Spark job per batch, no rows through the JVM; the driver commits the files
+of each table in one delta-rs commit carrying the batch's transaction), and the clustered
+compaction of today's partition. Both write with the table's layout (otel_delta.tables.layout:
+the encodings delta-rs is given for the bridge's appends) and both describe a file to the log
+as delta-rs does: statistics from the footer for the table's statistics columns, timestamps in
+milliseconds, strings over MAX_STRING_STAT characters left out.
+
+Partitioned rows go to Hive-style directories (`service_name=<value>/date=<value>/`), a value
+escaped as Hive and Spark escape it; delta-rs percent-encodes the path once more for the log
+(the Delta protocol's `path` is a URI), which readers decode.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pa_fs
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.transaction import AddAction
+
+from otel_delta.lakehouse import STATS_COLUMNS
+from otel_delta.tables.layout import Layout, parquet_options
+
+MAX_STRING_STAT = 64  # longer string min/max are left out of the log (ids and names fit)
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # the directory of a null partition value
+# characters Hive (and Spark) escape as %XX in a partition directory name
+_HIVE_ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^")
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A written file, as its Add action will describe it."""
+
+    # relative to the table, not percent-encoded: delta-rs encodes an action's path for the log
+    path: str
+    size: int
+    partition_values: dict[str, str | None]
+    stats: str  # Delta statistics JSON
+    rows: int
+
+    def add_action(self, modification_time_ms: int, data_change: bool = True) -> AddAction:
+        return AddAction(
+            path=self.path,
+            size=self.size,
+            partition_values=self.partition_values,
+            modification_time=modification_time_ms,
+            data_change=data_change,
+            stats=self.stats,
+        )
+
+
+def table_filesystem(uri: str, storage: dict[str, str] | None) -> pa_fs.FileSystem:
+    """A pyarrow file system rooted at the table `uri`: pyarrow's own for a local path,
+    delta-rs's object store (every store it reaches, with the same options) otherwise."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file") and parsed.netloc in ("", "localhost"):
+        path = unquote(parsed.path) if parsed.scheme else uri
+        local = pa_fs.LocalFileSystem()
+        local.create_dir(path, recursive=True)  # a table not created yet: its files come first
+        return pa_fs.SubTreeFileSystem(path, local)
+    from deltalake.fs import DeltaStorageHandler
+
+    return pa_fs.PyFileSystem(DeltaStorageHandler(uri, storage or None))
+
+
+def stats_columns(delta: DeltaTable) -> set[str] | None:
+    """The columns the table records statistics of (`delta.dataSkippingStatsColumns`), or
+    None for every column."""
+    named = delta.metadata().configuration.get(STATS_COLUMNS)
+    return {c.strip() for c in named.split(",")} if named else None
+
+
+def plain_parquet(delta: DeltaTable) -> bool:
+    """Are the table's files its rows as plain Parquet (no deletion vectors, no column
+    mapping)?"""
+    features = delta.protocol().reader_features or []
+    mapping = delta.metadata().configuration.get("delta.columnMapping.mode") or "none"
+    return (
+        "deletionVectors" not in features
+        and "columnMapping" not in features
+        and (mapping == "none")
+    )
+
+
+def not_appendable(delta: DeltaTable) -> str | None:
+    """Why files written here must not be added to the table as they are (None: they may):
+    column mapping stores other column names, and a CHECK constraint would go unchecked."""
+    configuration = delta.metadata().configuration
+    mapping = configuration.get("delta.columnMapping.mode") or "none"
+    if mapping != "none" or "columnMapping" in (delta.protocol().reader_features or []):
+        return "it uses column mapping"
+    constraints = sorted(
+        k.removeprefix("delta.constraints.")
+        for k in configuration
+        if k.startswith("delta.constraints.")
+    )
+    if constraints:
+        return f"it has CHECK constraints ({', '.join(constraints)})"
+    return None
+
+
+def hive_escape(value: str) -> str:
+    return "".join(f"%{ord(c):02X}" if c in _HIVE_ESCAPED or ord(c) < 0x20 else c for c in value)
+
+
+def partition_text(value: Any) -> str | None:
+    """A partition value as the Delta log holds it (dates ISO, everything else its text)."""
+    if value is None:
+        return None
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return str(value)
+
+
+def write_partitioned(
+    rows: pa.Table,
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    filesystem: pa_fs.FileSystem,
+    layout: Layout,
+    compression: str,
+    compression_level: int,
+    columns_with_stats: set[str] | None,
+) -> list[DataFile]:
+    """Write `rows` (in the table `schema`, partition columns included) as one file per
+    partition, in the order the rows came; returns the files' descriptions."""
+    data_schema = pa.schema([f for f in schema if f.name not in partition_by])
+    options = parquet_options(layout, data_schema, compression, compression_level)
+    suffix = compression.lower()
+    files = []
+    for values, part in _partitions(rows, partition_by):
+        directory = "/".join(
+            f"{name}={HIVE_NULL if value is None else hive_escape(value)}"
+            for name, value in values.items()
+        )
+        name = f"part-{uuid.uuid4()}.{suffix}.parquet"
+        relative = f"{directory}/{name}" if directory else name
+        data = part.select(data_schema.names).cast(data_schema)
+        if directory:
+            filesystem.create_dir(directory, recursive=True)
+        collector: list[pq.FileMetaData] = []
+        with filesystem.open_output_stream(relative) as sink:
+            writer = pq.ParquetWriter(sink, data_schema, metadata_collector=collector, **options)
+            writer.write_table(data)
+            writer.close()
+        metadata = collector[0] if collector else footer(filesystem, relative)
+        files.append(
+            DataFile(
+                path=relative,
+                size=filesystem.get_file_info(relative).size,
+                partition_values=values,
+                stats=footer_stats(metadata, data_schema, columns_with_stats),
+                rows=data.num_rows,
+            )
+        )
+    return files
+
+
+def _partitions(
+    rows: pa.Table, partition_by: Sequence[str]
+) -> list[tuple[dict[str, str | None], pa.Table]]:
+    if not partition_by:
+        return [({}, rows)] if rows.num_rows else []
+    keys = rows.select(list(partition_by)).group_by(list(partition_by)).aggregate([])
+    parts = []
+    for key in keys.to_pylist():
+        mask = None
+        for name, value in key.items():
+            term = pc.is_null(rows[name]) if value is None else pc.equal(rows[name], value)
+            mask = term if mask is None else pc.and_(mask, term)
+        part = rows.filter(mask)
+        parts.append(({name: partition_text(value) for name, value in key.items()}, part))
+    return parts
+
+
+def footer(filesystem: pa_fs.FileSystem, path: str) -> pq.FileMetaData:
+    with filesystem.open_input_file(path) as source:
+        return pq.ParquetFile(source).metadata
+
+
+def footer_stats(
+    metadata: pq.FileMetaData, schema: pa.Schema, columns: set[str] | None = None
+) -> str:
+    """Delta `stats` JSON of a file from its footer: row count, and per top-level scalar
+    column (of `columns`, if given) its null count and, where every row group recorded them,
+    min and max."""
+    index = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    minimum: dict[str, Any] = {}
+    maximum: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for field in schema:
+        if field.name not in index or not _scalar(field.type):
+            continue
+        if columns is not None and field.name not in columns:
+            continue
+        column = index[field.name]
+        groups = [
+            metadata.row_group(g).column(column).statistics for g in range(metadata.num_row_groups)
+        ]
+        if any(s is None for s in groups):
+            continue
+        nulls[field.name] = sum(s.null_count for s in groups)
+        bounds = [(s.min, s.max) for s in groups if s.has_min_max]
+        if not bounds or len(bounds) != sum(1 for s in groups if s.num_values):
+            continue
+        low, high = min(b[0] for b in bounds), max(b[1] for b in bounds)
+        if isinstance(high, str) and max(len(low), len(high)) > MAX_STRING_STAT:
+            continue
+        if isinstance(high, float) and (high != high or low != low):  # NaN
+            continue
+        minimum[field.name] = _json_value(low, field.type)
+        maximum[field.name] = _json_value(high, field.type)
+    return json.dumps(
+        {
+            "numRecords": metadata.num_rows,
+            "minValues": minimum,
+            "maxValues": maximum,
+            "nullCount": nulls,
+        },
+        separators=(",", ":"),
+    )
+
+
+def _scalar(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_timestamp(kind)
+        or pa.types.is_date(kind)
+    )
+
+
+def _json_value(value: Any, kind: pa.DataType) -> Any:
+    if pa.types.is_timestamp(kind):
+        if isinstance(value, int):
+            value = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=value)
+        # milliseconds, as delta-rs writes them (readers allow for the truncation), and like
+        # delta-rs without a fraction when it is zero
+        value = value.astimezone(dt.UTC)
+        millis = value.microsecond // 1000
+        fraction = f".{millis:03d}" if millis else ""
+        return value.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
+    if pa.types.is_date(kind):
+        return value.isoformat()
+    return value
