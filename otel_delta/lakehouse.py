@@ -93,6 +93,8 @@ def s3_filesystem(options: dict[str, str]) -> pafs.S3FileSystem:
 
 
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+LOG_RETENTION = "delta.logRetentionDuration"
+DEFAULT_LOG_RETENTION_HOURS = 720.0  # Delta's own default, 30 days
 STATS_COLUMNS = "delta.dataSkippingStatsColumns"  # the columns the log records statistics of
 
 
@@ -120,6 +122,7 @@ class Lakehouse:
     target_file_size: int = 128 * 1024 * 1024
     checkpoint_interval: int = 100
     change_data_feed: bool = False
+    log_retention_hours: float = DEFAULT_LOG_RETENTION_HOURS
     max_commit_retries: int = 15
     spark: SparkSettings = field(default_factory=SparkSettings)
 
@@ -135,6 +138,7 @@ class Lakehouse:
             target_file_size=lake.storage.file_size_target,
             checkpoint_interval=lake.table.checkpoint_interval,
             change_data_feed=lake.table.change_data_feed,
+            log_retention_hours=lake.table.log_retention_hours,
             max_commit_retries=lake.operations.max_commit_retries,
             spark=settings.spark,
         )
@@ -215,7 +219,13 @@ class Lakehouse:
             properties[STATS_COLUMNS] = ",".join(spec.layout.stats_columns)
         if self.change_data_feed:
             properties[CHANGE_DATA_FEED] = "true"
+        if self.log_retention_hours != DEFAULT_LOG_RETENTION_HOURS:
+            properties[LOG_RETENTION] = self.log_retention()
         return properties
+
+    def log_retention(self) -> str:
+        """`deltalake.table.log_retention_hours` as a Delta interval."""
+        return f"interval {round(self.log_retention_hours * 3600)} seconds"
 
     # --- tables ----------------------------------------------------------------------------
 
@@ -289,6 +299,12 @@ class Lakehouse:
             "true"
         ):  # a table created before the feed was turned on gets it from now on
             table.alter.set_table_properties({CHANGE_DATA_FEED: "true"})
+            table = DeltaTable(self.uri(name), storage_options=self.storage)
+        current = table.metadata().configuration.get(LOG_RETENTION)
+        if self.log_retention_hours != DEFAULT_LOG_RETENTION_HOURS and current != (
+            self.log_retention()
+        ):  # an existing table gets a configured retention; the default changes nothing
+            table.alter.set_table_properties({LOG_RETENTION: self.log_retention()})
             table = DeltaTable(self.uri(name), storage_options=self.storage)
         return table
 

@@ -1,0 +1,82 @@
+"""`[deltalake.table] log_retention_hours`: the tables' delta.logRetentionDuration, set on new
+tables and on existing ones, and the maintenance checkpoint removing the log entries older than
+it (file times moved back, as hours passing would)."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+
+from deltalake import DeltaTable
+
+from otel_delta import DeltaConfig, DeltaLakeConnector
+from otel_delta.lakehouse import LOG_RETENTION, Lakehouse
+from otel_delta.maintenance.tasks import TablePolicy, maintain_table, utc_today
+from tests.maintenance.test_compaction import spans
+
+POLICY = TablePolicy(optimize=False, vacuum=False)
+
+
+def spans_table(path: Path, **table: object):
+    config = DeltaConfig.for_path(path, table=table)
+    return DeltaLakeConnector(config).get_or_create_table("spans")
+
+
+def commits(path: Path) -> list[int]:
+    log = path / "spans" / "_delta_log"
+    return sorted(int(p.name.split(".")[0]) for p in log.glob("*.json"))
+
+
+def age_log(path: Path, hours: float) -> None:
+    then = time.time() - hours * 3600
+    for entry in (path / "spans" / "_delta_log").iterdir():
+        os.utime(entry, (then, then))
+
+
+def insert(table, rng: random.Random, count: int, first: int) -> None:
+    for i in range(count):
+        table.bulk_insert(spans(rng, 5, utc_today(), (first + i) * 5))
+
+
+def test_expired_log_entries_are_removed_by_the_maintenance_checkpoint(tmp_path: Path) -> None:
+    table = spans_table(tmp_path, log_retention_hours=2)
+    delta = DeltaTable(table.uri)
+    assert delta.metadata().configuration[LOG_RETENTION] == "interval 7200 seconds"
+    rng = random.Random(3)
+    insert(table, rng, 12, 0)
+    assert maintain_table(table, POLICY).checkpointed
+    old = DeltaTable(table.uri).version()
+    age_log(tmp_path, 3)  # three hours pass
+    insert(table, rng, 6, 12)
+
+    report = maintain_table(table, POLICY)
+
+    assert report.errors == [] and report.checkpointed
+    left = commits(tmp_path)
+    assert left[0] >= old and left[-1] == DeltaTable(table.uri).version()
+    assert DeltaTable(table.uri).to_pyarrow_table(columns=["span_id"]).num_rows == 18 * 5
+
+
+def test_default_keeps_deltas_thirty_days(tmp_path: Path) -> None:
+    table = spans_table(tmp_path)
+    assert LOG_RETENTION not in DeltaTable(table.uri).metadata().configuration
+    rng = random.Random(3)
+    insert(table, rng, 12, 0)
+    maintain_table(table, POLICY)
+    age_log(tmp_path, 3)
+    insert(table, rng, 6, 12)
+    maintain_table(table, POLICY)
+    assert commits(tmp_path)[0] == 0  # three hours are well inside 30 days
+
+
+def test_an_existing_table_gets_the_configured_retention(tmp_path: Path) -> None:
+    Lakehouse(str(tmp_path)).create_table("spans")
+    uri = str(tmp_path / "spans")
+    assert LOG_RETENTION not in DeltaTable(uri).metadata().configuration
+    Lakehouse(str(tmp_path), log_retention_hours=24).create_table("spans")
+    assert DeltaTable(uri).metadata().configuration[LOG_RETENTION] == "interval 86400 seconds"
+    version = DeltaTable(uri).version()
+    Lakehouse(str(tmp_path)).create_table("spans")  # the default does not undo a setting
+    assert DeltaTable(uri).version() == version
