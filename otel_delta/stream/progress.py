@@ -18,28 +18,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import Counter, Histogram
-
 from otel_delta.admin import Check, Gauge
+from otel_delta.metrics import (
+    STREAM_BATCH_SECONDS,
+    STREAM_BATCHES,
+    STREAM_DEAD_LETTERS,
+    STREAM_MESSAGES,
+    STREAM_REJECTED_ITEMS,
+    STREAM_ROWS,
+)
 
 log = logging.getLogger(__name__)
-
-BATCH_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-
-BATCHES = Counter("otel_delta_stream_batches", "Micro-batches the stream committed")
-MESSAGES = Counter("otel_delta_stream_messages", "Kafka messages the stream read and converted")
-ROWS = Counter("otel_delta_stream_rows", "Rows the stream appended, by table", ["table"])
-STREAM_DEAD_LETTERS = Counter(
-    "otel_delta_stream_dead_letters", "Kafka messages the stream moved to _dead_letters"
-)
-REJECTED_ITEMS = Counter(
-    "otel_delta_stream_rejected_items", "Items admission refused inside otherwise good messages"
-)
-BATCH_SECONDS = Histogram(
-    "otel_delta_stream_batch_duration_seconds",
-    "Duration of one micro-batch (convert and commit every table)",
-    buckets=BATCH_BUCKETS,
-)
 
 
 def offsets(value: Any) -> dict[str, dict[str, int]]:
@@ -89,13 +78,13 @@ class StreamStatus:
     def batch_done(
         self, messages: int, rows: Mapping[str, int], dead: int, rejected: int, seconds: float
     ) -> None:
-        BATCHES.inc()
-        MESSAGES.inc(messages)
+        STREAM_BATCHES.inc()
+        STREAM_MESSAGES.inc(messages)
         for table, count in rows.items():
-            ROWS.labels(table).inc(count)
+            STREAM_ROWS.labels(table).inc(count)
         STREAM_DEAD_LETTERS.inc(dead)
-        REJECTED_ITEMS.inc(rejected)
-        BATCH_SECONDS.observe(seconds)
+        STREAM_REJECTED_ITEMS.inc(rejected)
+        STREAM_BATCH_SECONDS.observe(seconds)
 
     def observe(self, progress: Mapping[str, Any] | None) -> bool:
         """Take a progress report in; log a line for a batch not seen before (True then)."""
