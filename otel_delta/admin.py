@@ -24,7 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
 from otel_delta.config import AdminSettings
-from otel_delta.net import serve_http
+from otel_delta.net import bound_endpoint, serve_http
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,10 @@ class AdminServer:
         REGISTRY.register(self._collector)
         return self.port
 
+    @property
+    def endpoint(self) -> str:
+        return bound_endpoint(self.settings.endpoint, self.port)
+
     async def stop(self) -> None:
         REGISTRY.unregister(self._collector)
         await self._runner.cleanup()
@@ -126,14 +130,15 @@ class AdminThread:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="admin", daemon=True)
 
-    def start(self) -> int:
+    def start(self) -> str:
+        """Listen; returns the endpoint listened on."""
         self._thread.start()
         try:
             asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(60)
         except BaseException:
             self._halt()
             raise
-        return self.server.port
+        return self.server.endpoint
 
     def stop(self) -> None:
         asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(60)

@@ -48,8 +48,7 @@ async def serve(settings: Settings) -> None:
     if bridge.http is not None:
         doors.append(f"{bridge.http.endpoint} (OTLP/HTTP)")
     if bridge.admin is not None:
-        host = settings.admin.endpoint.rpartition(":")[0]
-        doors.append(f"admin on {host}:{bridge.admin.port}")
+        doors.append(f"admin on {bridge.admin.endpoint}")
     log.info(
         "otel-delta listening on %s%s; writing Delta tables to %s",
         ", ".join(doors),

@@ -27,6 +27,12 @@ def bind(server: Any, endpoint: str, key: str, credentials: Any = None) -> int:
     return int(port)
 
 
+def bound_endpoint(configured: str, port: int) -> str:
+    """`host:port` of a server configured to listen on `configured` (whose port may be 0, any
+    free one) and now listening on `port`: what the logs and the tests name."""
+    return f"{configured.rpartition(':')[0]}:{port}"
+
+
 async def serve_http(
     runner: web.AppRunner,
     endpoint: str,

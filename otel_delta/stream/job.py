@@ -228,8 +228,7 @@ def run_stream(settings: Settings, once: bool, stop: threading.Event | None = No
             status.gauges,
             "stream.admin_endpoint",
         )
-        port = admin.start()
-        log.info("/metrics, /healthz and /readyz on %s", _with_port(stream.admin_endpoint, port))
+        log.info("/metrics, /healthz and /readyz on %s", admin.start())
     try:
         _run_query(settings, topics, status, once, stop or threading.Event())
     finally:
@@ -305,10 +304,6 @@ def _observe(status: StreamStatus, query: Any) -> None:
     a batch shorter than the polling second still gets its line."""
     for progress in query.recentProgress:
         status.observe(progress)
-
-
-def _with_port(endpoint: str, port: int) -> str:
-    return f"{endpoint.rpartition(':')[0]}:{port}"
 
 
 def _first_line(exc: Any) -> str:

@@ -19,7 +19,7 @@ from grpc_health.v1.health import aio as health_aio
 from otel_delta.auth import BearerToken
 from otel_delta.config import ReceiverSettings
 from otel_delta.errors import UnauthenticatedError
-from otel_delta.net import bind
+from otel_delta.net import bind, bound_endpoint
 from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
 from otel_delta.signals import SIGNALS, Signal
 from otel_delta.status import retry_metadata, status_for
@@ -122,8 +122,7 @@ class GrpcTransport:
 
     @property
     def endpoint(self) -> str:
-        host = self.settings.grpc_endpoint.rpartition(":")[0]
-        return f"{host}:{self.port}"
+        return bound_endpoint(self.settings.grpc_endpoint, self.port)
 
     async def stop(self, grace_seconds: float) -> None:
         """Refuse new calls now; let calls in flight finish (their commits) within the grace."""

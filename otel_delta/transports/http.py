@@ -24,7 +24,7 @@ from otel_delta.errors import (
     RequestTooLargeError,
     UnsupportedMediaTypeError,
 )
-from otel_delta.net import serve_http
+from otel_delta.net import bound_endpoint, serve_http
 from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
 from otel_delta.signals import SIGNALS, Signal
 from otel_delta.status import rpc_status, status_for
@@ -79,8 +79,7 @@ class HttpTransport:
 
     @property
     def endpoint(self) -> str:
-        host = self.settings.http_endpoint.rpartition(":")[0]
-        return f"{host}:{self.port}"
+        return bound_endpoint(self.settings.http_endpoint, self.port)
 
     async def stop(self, grace_seconds: float) -> None:
         """Refuse new requests; let requests in flight finish within the grace."""
