@@ -31,6 +31,7 @@ import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -42,6 +43,8 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeL
 from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+
+from bench.common import _kv
 
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.26.0"
 MS = 1_000_000
@@ -199,18 +202,8 @@ ERRORS = {
 }
 
 
-def kv(key: str, value: str | int | float | bool) -> KeyValue:
-    if isinstance(value, bool):
-        return KeyValue(key=key, value=AnyValue(bool_value=value))
-    if isinstance(value, int):
-        return KeyValue(key=key, value=AnyValue(int_value=value))
-    if isinstance(value, float):
-        return KeyValue(key=key, value=AnyValue(double_value=value))
-    return KeyValue(key=key, value=AnyValue(string_value=value))
-
-
 def attributes(pairs: dict[str, str | int | float | bool]) -> list[KeyValue]:
-    return [kv(k, v) for k, v in pairs.items()]
+    return [_kv(k, v) for k, v in pairs.items()]
 
 
 @dataclass
@@ -747,18 +740,23 @@ def _batches(items: Iterable[tuple], size: int) -> Iterable[list[tuple]]:
         yield batch
 
 
+def _by_resource_and_scope(
+    batch: list[tuple[int, tuple[str, str], Any]],
+) -> dict[int, dict[tuple[str, str], list[Any]]]:
+    """A batch's items grouped as the batch processor merges them: per resource, per scope."""
+    grouped: dict[int, dict[tuple[str, str], list[Any]]] = defaultdict(lambda: defaultdict(list))
+    for key, scope_of, item in batch:
+        grouped[key][scope_of].append(item)
+    return grouped
+
+
 def _trace_requests(
     order: list[tuple[int, tuple[str, str], Span]], resources: list[Resource], size: int
 ) -> list[bytes]:
     out = []
     for batch in _batches(order, size):
         request = ExportTraceServiceRequest()
-        grouped: dict[int, dict[tuple[str, str], list[Span]]] = defaultdict(
-            lambda: defaultdict(list)
-        )
-        for key, scope_of, span in batch:
-            grouped[key][scope_of].append(span)
-        for key, scopes in grouped.items():
+        for key, scopes in _by_resource_and_scope(batch).items():
             rs = ResourceSpans(resource=resources[key], schema_url=SCHEMA_URL)
             for scope_of, spans in scopes.items():
                 rs.scope_spans.append(
@@ -775,12 +773,7 @@ def _log_requests(
     out = []
     for batch in _batches(order, size):
         request = ExportLogsServiceRequest()
-        grouped: dict[int, dict[tuple[str, str], list[LogRecord]]] = defaultdict(
-            lambda: defaultdict(list)
-        )
-        for key, scope_of, record in batch:
-            grouped[key][scope_of].append(record)
-        for key, scopes in grouped.items():
+        for key, scopes in _by_resource_and_scope(batch).items():
             rl = ResourceLogs(resource=resources[key], schema_url=SCHEMA_URL)
             for scope_of, records in scopes.items():
                 rl.scope_logs.append(ScopeLogs(scope=scope(scope_of), log_records=records))
