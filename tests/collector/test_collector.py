@@ -96,19 +96,12 @@ def sorted_rows(table: pa.Table) -> list[dict]:
     return sorted(table.to_pylist(), key=repr)
 
 
-@pytest.mark.parametrize("transport", ["grpc", "http"])
-def test_telemetrygen_through_the_collector(tmp_path: Path, transport: str) -> None:
-    lake = tmp_path / "lake"
-    bridge_config = tmp_path / "deltalake.toml"
-    bridge_config.write_text(
-        f'{LOOPBACK}[buffer]\nflush_interval_seconds = 0.5\n[deltalake]\ntable_path = "{lake}"\n'
-        "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
-        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
-    )
-    bridge = ServeProcess(bridge_config)
-    config, ports = collector_config(tmp_path, transport, bridge)
+def feed_through_collector(binary: Path, config: Path, ports: dict, lake: Path) -> None:
+    """Start the Collector `binary` with `config` (its OTLP/gRPC receiver and health check on
+    `ports`), send telemetrygen's traces, metrics and logs through it, wait until the bridge
+    writing `lake` has stored them (EXPECTED), and stop the Collector: its exporters flush."""
     collector = subprocess.Popen(
-        [str(otelcol_binary()), "--config", str(config)],
+        [str(binary), "--config", str(config)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -135,6 +128,22 @@ def test_telemetrygen_through_the_collector(tmp_path: Path, transport: str) -> N
     finally:
         if collector.poll() is None:
             collector.kill()
+
+
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_telemetrygen_through_the_collector(tmp_path: Path, transport: str) -> None:
+    lake = tmp_path / "lake"
+    bridge_config = tmp_path / "deltalake.toml"
+    bridge_config.write_text(
+        f'{LOOPBACK}[buffer]\nflush_interval_seconds = 0.5\n[deltalake]\ntable_path = "{lake}"\n'
+        "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
+        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    bridge = ServeProcess(bridge_config)
+    try:
+        config, ports = collector_config(tmp_path, transport, bridge)
+        feed_through_collector(otelcol_binary(), config, ports, lake)
+    finally:
         assert bridge.stop() == 0, "".join(bridge.lines[-20:])
 
     for table, expected in EXPECTED.items():

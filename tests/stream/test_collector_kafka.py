@@ -7,14 +7,12 @@ alike, and the exporter's messages are what the stream reads. The Collector is b
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
-import requests
 
-from tests.collector.test_collector import EXPECTED, rows, sorted_rows, telemetrygen
-from tests.helpers import LOOPBACK, ServeProcess, free_port, read_table, wait_until
+from tests.collector.test_collector import EXPECTED, feed_through_collector, sorted_rows
+from tests.helpers import LOOPBACK, ServeProcess, free_port, read_table
 from tests.kafka import KafkaBroker, kafka_broker
 from tests.stream.test_stream import run_once, topics, write_config
 from tests.tools import otelcol_kafka_binary
@@ -70,35 +68,10 @@ def test_collector_kafka_exporter_to_stream_stores_what_the_bridge_stores(
         f'[deltalake]\ntable_path = "{bridge_lake}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
     )
     bridge = ServeProcess(bridge_config)
-    config, ports = collector_config(tmp_path, kafka, names, bridge)
-    collector = subprocess.Popen(
-        [str(otelcol_kafka_binary()), "--config", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     try:
-
-        def healthy() -> bool:
-            assert collector.poll() is None, collector.stderr.read() if collector.stderr else ""
-            try:
-                return requests.get(f"http://127.0.0.1:{ports['health']}", timeout=2).ok
-            except requests.ConnectionError:
-                return False
-
-        wait_until(healthy, 60, "the Collector to start")
-        for signal in ("traces", "metrics", "logs"):
-            telemetrygen(signal, f"127.0.0.1:{ports['grpc']}")
-        wait_until(
-            lambda: all(rows(bridge_lake, table) >= n for table, n in EXPECTED.items()),
-            90,
-            f"the bridge to store {EXPECTED}",
-        )
-        collector.terminate()  # its exporters flush what they hold
-        assert collector.wait(timeout=60) == 0
+        config, ports = collector_config(tmp_path, kafka, names, bridge)
+        feed_through_collector(otelcol_kafka_binary(), config, ports, bridge_lake)
     finally:
-        if collector.poll() is None:
-            collector.kill()
         assert bridge.stop() == 0, "".join(bridge.lines[-20:])
 
     # the exporter's messages, keyed by trace id over two partitions, reached the broker

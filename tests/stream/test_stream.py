@@ -84,8 +84,23 @@ def write_config(
     return config
 
 
-def stream_command(config: Path) -> list[str]:
-    return [sys.executable, "-m", "otel_delta.cli", "stream", "--once", "--config", str(config)]
+def stream_command(config: Path, once: bool = True) -> list[str]:
+    command = [sys.executable, "-m", "otel_delta.cli", "stream", "--config", str(config)]
+    return [*command, "--once"] if once else command
+
+
+def start_stream(config: Path, log: Path, once: bool = False) -> subprocess.Popen:
+    """`otel-delta stream` in a process group of its own (killed as a whole), its log written to
+    `log`: a file, not a pipe, since a full pipe would block the stream."""
+    with log.open("w") as out:
+        return subprocess.Popen(
+            stream_command(config, once),
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+            start_new_session=True,
+        )
 
 
 def run_once(config: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -217,14 +232,7 @@ def test_killed_stream_rerun_stores_every_message_exactly_once(
     sent = {"traces": [span_request(i) for i in range(60)]}
     produce(kafka, names["traces"], sent["traces"])
     config = write_config(tmp_path, kafka, names, max_offsets_per_trigger=6)
-    child = subprocess.Popen(
-        stream_command(config),
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    child = start_stream(config, tmp_path / "stream.log", once=True)
     spans = tmp_path / "lake" / "spans"
     deadline = time.monotonic() + RUN_TIMEOUT
     try:
@@ -248,16 +256,8 @@ def test_stream_without_once_runs_until_sigterm_and_stops_cleanly(
 ) -> None:
     names = topics(kafka, "term", span_partitions=1)
     config = write_config(tmp_path, kafka, names)
-    log = tmp_path / "stream.log"  # a file, not a pipe: a full pipe would block the stream
-    with log.open("w") as out:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "otel_delta.cli", "stream", "--config", str(config)],
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=out,
-            start_new_session=True,
-        )
+    log = tmp_path / "stream.log"
+    child = start_stream(config, log)
     try:
         produce(kafka, names["traces"], [span_request(i) for i in range(5)])
         spans = tmp_path / "lake" / "spans"
@@ -319,15 +319,7 @@ def test_stream_and_bridge_write_the_same_table_at_once(kafka: KafkaBroker, tmp_
     spans = tmp_path / "lake" / "spans"
     bridge = ServeProcess(config)
     try:
-        with log.open("w") as out:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "otel_delta.cli", "stream", "--config", str(config)],
-                cwd=ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=out,
-                start_new_session=True,
-            )
+        child = start_stream(config, log)
         try:
             deadline = time.monotonic() + RUN_TIMEOUT
             while not DeltaTable.is_deltatable(str(spans)):  # the stream's first batch
