@@ -21,11 +21,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.fs as pa_fs
 from deltalake import DeltaTable
 
 from otel_delta.connector.predicates import Predicate
 from otel_delta.connector.pruning import FileStats, may_match
+from otel_delta.engines.data_files import local_filesystem
 
 # Row groups whose full columns are read together in one (multi-threaded) scan.
 MATCHED_CHUNK = 16
@@ -74,13 +74,6 @@ def files_dataset(delta: DeltaTable, files: list[FileStats]) -> ds.FileSystemDat
         for f in files
     ]
     return ds.FileSystemDataset(fragments, schema, empty.format, filesystem=filesystem)
-
-
-def local_filesystem(uri: str) -> pa_fs.FileSystem | None:
-    parsed = urlparse(uri)
-    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
-        return None
-    return pa_fs.SubTreeFileSystem(unquote(parsed.path), pa_fs.LocalFileSystem())
 
 
 def _partition_expression(values: dict[str, Any], schema: pa.Schema) -> pc.Expression:

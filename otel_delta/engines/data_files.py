@@ -61,15 +61,24 @@ class DataFile:
         )
 
 
-def table_filesystem(uri: str, storage: dict[str, str] | None) -> pa_fs.FileSystem:
-    """A pyarrow file system rooted at the table `uri`: pyarrow's own for a local path,
-    delta-rs's object store (every store it reaches, with the same options) otherwise."""
+def local_filesystem(uri: str) -> pa_fs.SubTreeFileSystem | None:
+    """pyarrow's local file system rooted at `uri` (a path or a file:// URI), None for any
+    other store: pyarrow's is native, delta-rs's is implemented in Python."""
     parsed = urlparse(uri)
-    if parsed.scheme in ("", "file") and parsed.netloc in ("", "localhost"):
-        path = unquote(parsed.path) if parsed.scheme else uri
-        local = pa_fs.LocalFileSystem()
-        local.create_dir(path, recursive=True)  # a table not created yet: its files come first
-        return pa_fs.SubTreeFileSystem(path, local)
+    if parsed.scheme not in ("", "file") or parsed.netloc not in ("", "localhost"):
+        return None
+    path = unquote(parsed.path) if parsed.scheme else uri
+    return pa_fs.SubTreeFileSystem(path, pa_fs.LocalFileSystem())
+
+
+def table_filesystem(uri: str, storage: dict[str, str] | None) -> pa_fs.FileSystem:
+    """A pyarrow file system rooted at the table `uri`, for writing: pyarrow's own for a local
+    path, delta-rs's object store (every store it reaches, with the same options) otherwise."""
+    local = local_filesystem(uri)
+    if local is not None:
+        # a table not created yet: its files come first
+        local.base_fs.create_dir(local.base_path, recursive=True)
+        return local
     from deltalake.fs import DeltaStorageHandler
 
     return pa_fs.PyFileSystem(DeltaStorageHandler(uri, storage or None))

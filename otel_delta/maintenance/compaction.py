@@ -42,10 +42,10 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable, WriterProperties
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
-from otel_delta.connector.scan import local_filesystem
 from otel_delta.engines.data_files import (
     footer,
     footer_stats,
+    local_filesystem,
     partition_text,
     plain_parquet,
     stats_columns,
