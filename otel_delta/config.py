@@ -33,7 +33,8 @@ from otel_delta.errors import ConfigError
 from otel_delta.tables import DEFAULT_PARTITION_BY, partitionable_columns
 
 DEFAULT_CONFIG_FILE = "deltalake.toml"
-MIB = 1024 * 1024
+KIB = 1024
+MIB = 1024 * KIB
 GIB = 1024 * MIB
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -106,6 +107,11 @@ class ReceiverSettings(Section):
     max_receive_message_bytes: int = Field(64 * MIB, gt=0, le=GRPC_MAX_MESSAGE)
     # requests received and converted at once (both transports); the rest wait unread
     max_concurrent_requests: int = Field(16, ge=1, le=10_000)
+    # HTTP/2 flow-control window per gRPC stream: how much of a request a client may send
+    # before the bridge reads it. Fixed, not auto-tuned, so requests waiting for a slot hold
+    # little memory; a stream moves at most this much per round trip, so raise it for
+    # high-latency links (e.g. 4 MiB for 100 ms at 40 MB/s)
+    grpc_window_bytes: int = Field(256 * KIB, ge=64 * KIB, le=64 * MIB)
     # processes that decode and convert requests; 0 = in the server process
     convert_workers: int = Field(0, ge=0, le=64)
     # the native (Rust) converter: "auto" = use it where built, "on" = required, "off" = Python

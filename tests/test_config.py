@@ -51,6 +51,7 @@ def test_environment_overrides_file(tmp_path: Path, monkeypatch) -> None:
             "[receiver]\nmax_receive_message_bytes = 3000000000\n",
             "receiver.max_receive_message_bytes",
         ),
+        ("[receiver]\ngrpc_window_bytes = 1024\n", "receiver.grpc_window_bytes"),
         ("[wal]\nsegment_bytes = 10\n", "wal.segment_bytes"),
         ("[wal]\nmax_bytes = 1048576\nsegment_bytes = 1048576\n", "half of max_bytes"),
         ("[buffer]\nack = 'maybe'\n", "buffer.ack"),

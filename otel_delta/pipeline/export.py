@@ -60,10 +60,10 @@ class ExportPipeline:
         max_concurrent: int = 16,
     ) -> None:
         self.buffer = buffer
-        # Requests being received and converted at once, across transports. OTLP/HTTP asks
-        # for a slot before it reads a body, so bodies that do not fit wait in the client's
-        # and the kernel's buffers; gRPC has read the message by then (reading it later, as a
-        # client stream, saved no memory in bench/memory.py), so there it bounds conversions.
+        # Requests being received and converted at once, across transports. Both transports
+        # ask for a slot before they read a body (OTLP/HTTP its body, gRPC its one message),
+        # so requests that do not fit wait in the clients, the kernel's buffers and one
+        # HTTP/2 window each (receiver.grpc_window_bytes).
         self.max_concurrent = max_concurrent
         self.slots = asyncio.Semaphore(max_concurrent)
         self.decoder = decoder
@@ -84,6 +84,11 @@ class ExportPipeline:
             )
             return Retryable(busy, self.buffer.retry_after)
         try:
+            self._check_room()  # full already: answer before the body is even read
+        except RETRYABLE as exc:
+            self.slots.release()
+            return Retryable(exc, self.buffer.retry_after)
+        try:
             raw = body if isinstance(body, bytes) else await body()
         except OtelDeltaError as exc:
             self.slots.release()
@@ -92,6 +97,14 @@ class ExportPipeline:
             self.slots.release()
             raise
         return await self._export(signal, raw)
+
+    def _check_room(self) -> None:
+        """BufferFullError / WalError if the log or the buffer is full: a request is then
+        refused before its body is read (64 clients retrying 4 MB requests at a full buffer
+        would otherwise each be received in whole, to be refused after)."""
+        if self.wal is not None:
+            self.wal.check_capacity()
+        self.buffer.check_capacity()
 
     async def _export(self, signal: Signal, raw: bytes) -> Outcome:
         """Admit, convert (then release the slot), then log or buffer."""

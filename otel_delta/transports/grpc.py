@@ -4,12 +4,20 @@ standard gRPC health service beside them.
 A thin transport: it hands the raw request bytes (decoded by the pipeline, so bad bytes are
 INVALID_ARGUMENT and not a gRPC framework error) to the pipeline and turns the outcome into a
 response or a status, through the one status table.
+
+Memory: grpc.aio reads a unary request's whole message before its handler runs, and its
+HTTP/2 flow control (BDP probing) lets every client send a whole request at once, so 64
+clients with 4 MB requests held over a GB in the gRPC layer (bench/memory.py). Here Export is
+served as a client stream (the same bytes on the wire; clients still make a unary call) whose
+one message is read only once the request has a slot in the pipeline, and the HTTP/2 window
+per stream is fixed at `receiver.grpc_window_bytes`: a request waiting for its slot holds at
+most that much here, the rest waits in the client.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 from google.protobuf.message import Message
@@ -18,7 +26,7 @@ from grpc_health.v1.health import aio as health_aio
 
 from otel_delta.auth import BearerToken
 from otel_delta.config import ReceiverSettings
-from otel_delta.errors import UnauthenticatedError
+from otel_delta.errors import InvalidRequestError, UnauthenticatedError
 from otel_delta.net import bind, bound_endpoint
 from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
 from otel_delta.signals import SIGNALS, Signal
@@ -26,7 +34,7 @@ from otel_delta.status import retry_metadata, status_for
 from otel_delta.transports.observe import observe
 from otel_delta.transports.tls import grpc_credentials
 
-Handler = Callable[[bytes, grpc.aio.ServicerContext], Awaitable[Message]]
+Handler = Callable[[AsyncIterator[bytes], grpc.aio.ServicerContext], Awaitable[Message]]
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
@@ -34,7 +42,7 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 def export_handler(
     signal: Signal, pipeline: ExportPipeline, token: BearerToken | None = None
 ) -> Handler:
-    async def export(raw: bytes, context: grpc.aio.ServicerContext) -> Message:
+    async def export(_: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> Message:
         started = time.monotonic()
         outcome: Outcome
         try:
@@ -43,7 +51,7 @@ def export_handler(
         except UnauthenticatedError as exc:
             outcome = Rejected(exc, str(exc))
         else:
-            outcome = await pipeline.export(signal, raw)
+            outcome = await pipeline.export(signal, lambda: request_message(context))
         observe("grpc", signal, outcome, started)
         if isinstance(outcome, Accepted):
             return signal.response_for(outcome.rejected, outcome.error_message)
@@ -58,6 +66,14 @@ def export_handler(
     return export
 
 
+async def request_message(context: grpc.aio.ServicerContext) -> bytes:
+    """The Export's one request message, read when the pipeline asks for it."""
+    message = await context.read()
+    if message is grpc.aio.EOF:
+        raise InvalidRequestError("the Export call carried no request message")
+    return message
+
+
 def generic_handlers(
     pipeline: ExportPipeline,
     signals: tuple[Signal, ...] = SIGNALS,
@@ -67,7 +83,7 @@ def generic_handlers(
         grpc.method_handlers_generic_handler(
             signal.grpc_service,
             {
-                "Export": grpc.unary_unary_rpc_method_handler(
+                "Export": grpc.stream_unary_rpc_method_handler(
                     export_handler(signal, pipeline, token),
                     request_deserializer=None,  # the pipeline decodes: bad bytes → INVALID_ARGUMENT
                     response_serializer=signal.response.SerializeToString,
@@ -97,6 +113,9 @@ class GrpcTransport:
                 ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
                 # never share a port with another process: a second bridge must fail to bind
                 ("grpc.so_reuseport", 0),
+                # a fixed window per stream: what a client may send before its request is read
+                ("grpc.http2.bdp_probe", 0),
+                ("grpc.http2.lookahead_bytes", settings.grpc_window_bytes),
             ],
         )
         self._server.add_generic_rpc_handlers(generic_handlers(pipeline, token=token))

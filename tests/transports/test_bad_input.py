@@ -51,6 +51,20 @@ def test_garbage_bytes_are_invalid_argument_and_server_lives_on(bridge, lakehous
     assert read_table(lakehouse, "spans")["name"].to_pylist() == ["after"]
 
 
+def test_a_call_without_a_request_message_is_invalid_argument(bridge, lakehouse) -> None:
+    # Export is served as a client stream (its one message is read once the request has a
+    # slot), so a client can open the call and half-close it without sending a message
+    channel = bridge.channel()
+    empty = channel.stream_unary(TRACE_EXPORT)
+    with pytest.raises(grpc.RpcError) as err:
+        empty(iter(()), timeout=30)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "no request message" in err.value.details()
+    traces, _, _ = bridge.stubs(channel)
+    traces.Export(trace_request(span("after")), timeout=30)
+    assert read_table(lakehouse, "spans").column("name").to_pylist() == ["after"]
+
+
 def test_invalid_spans_are_rejected_and_the_rest_stored(bridge, lakehouse) -> None:
     traces, _, _ = bridge.stubs(bridge.channel())
     response = traces.Export(
