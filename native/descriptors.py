@@ -8,6 +8,7 @@ import sys
 
 from google.protobuf import descriptor_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 
@@ -24,7 +25,7 @@ def main() -> None:
         proto = out.file.add()
         fd.CopyToProto(proto)
 
-    for module in (trace_service_pb2, logs_service_pb2):
+    for module in (trace_service_pb2, logs_service_pb2, metrics_service_pb2):
         add(module.DESCRIPTOR)
     sys.stdout.buffer.write(out.SerializeToString())
 

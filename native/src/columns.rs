@@ -134,6 +134,11 @@ impl Rejections {
 
     pub fn add(&mut self, message: String) {
         self.count += 1;
+        self.note(message);
+    }
+
+    /// A problem that drops nothing countable (e.g. a metric without data).
+    pub fn note(&mut self, message: String) {
         if self.messages.len() < self.max && !self.messages.contains(&message) {
             self.messages.push(message);
         }

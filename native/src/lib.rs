@@ -18,6 +18,7 @@ mod anyvalue;
 mod columns;
 mod context;
 mod logs;
+mod metrics;
 mod pyrepr;
 mod spans;
 
@@ -28,8 +29,8 @@ mod otlp {
 
 /// What a converter made of one request.
 pub enum Outcome {
-    /// The table (None when no item was valid) and the rejected items.
-    Converted(Option<StructArray>, columns::Rejections),
+    /// The tables that got rows (by table name) and the rejected items.
+    Converted(Vec<(&'static str, StructArray)>, columns::Rejections),
     /// Not converted natively: the caller runs the Python converter on the same bytes.
     Fallback,
 }
@@ -68,53 +69,70 @@ fn import_schema(schema: &Bound<'_, PyAny>) -> PyResult<SchemaRef> {
     Ok(Arc::new(schema))
 }
 
-type Converted = Option<(Option<ArrowBatch>, u64, Vec<String>)>;
+type Converted = Option<(Vec<(String, ArrowBatch)>, u64, Vec<String>)>;
 
-type ConvertFn = fn(&[u8], &Schema, usize) -> Result<Outcome, String>;
+/// The schemas of a signal's tables, by table name, as Python hands them over.
+pub type Schemas = [(String, SchemaRef)];
 
-/// Converts one signal's Export request bytes into its table of `schema`.
+pub fn schema_of<'a>(schemas: &'a Schemas, name: &str) -> Result<&'a SchemaRef, String> {
+    schemas
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, s)| s)
+        .ok_or_else(|| format!("no schema handed over for table {name}"))
+}
+
+type ConvertFn = fn(&[u8], &Schemas, usize) -> Result<Outcome, String>;
+
+/// Converts one signal's Export request bytes into its tables.
 ///
-/// `Converter(signal, schema, max_messages)`, signal "traces" (table `spans`) or "logs".
-/// `convert(raw)` returns None when the request must go to the Python converter (bytes that do
-/// not decode, or attribute values nested deeper than the native limit), else
-/// `(batch or None, rejected count, first distinct rejection messages)`.
+/// `Converter(signal, schemas, max_messages)`: signal "traces" (table `spans`), "logs" (`logs`)
+/// or "metrics" (the five `metrics_*` tables); `schemas` lists `(table name, schema)` of the
+/// signal's tables. `convert(raw)` returns None when the request must go to the Python
+/// converter (bytes that do not decode, attribute values nested deeper than the native limit,
+/// a message only Python words), else `([(table name, batch)], rejected count, first distinct
+/// rejection messages)` with a batch for each table that got rows.
 #[pyclass(frozen)]
 struct Converter {
     convert: ConvertFn,
-    schema: SchemaRef,
+    schemas: Vec<(String, SchemaRef)>,
     max_messages: usize,
 }
 
 #[pymethods]
 impl Converter {
     #[new]
-    fn new(signal: &str, schema: &Bound<'_, PyAny>, max_messages: usize) -> PyResult<Self> {
+    fn new(signal: &str, schemas: Vec<(String, Bound<'_, PyAny>)>, max_messages: usize) -> PyResult<Self> {
         let convert: ConvertFn = match signal {
             "traces" => spans::convert,
             "logs" => logs::convert,
+            "metrics" => metrics::convert,
             other => return Err(PyValueError::new_err(format!("no native converter for {other}"))),
         };
-        Ok(Self { convert, schema: import_schema(schema)?, max_messages })
+        let schemas = schemas
+            .into_iter()
+            .map(|(name, schema)| Ok((name, import_schema(&schema)?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Self { convert, schemas, max_messages })
     }
 
     fn convert(&self, py: Python<'_>, raw: &Bound<'_, PyBytes>) -> PyResult<Converted> {
         let bytes = raw.as_bytes();
         let outcome = py
-            .detach(|| (self.convert)(bytes, &self.schema, self.max_messages))
+            .detach(|| (self.convert)(bytes, &self.schemas, self.max_messages))
             .map_err(PyRuntimeError::new_err)?;
         match outcome {
             Outcome::Fallback => Ok(None),
-            Outcome::Converted(table, rejected) => {
-                let batch = match table {
-                    None => None,
-                    Some(table) => {
-                        let schema = FFI_ArrowSchema::try_from(table.data_type())
-                            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-                        let array = FFI_ArrowArray::new(&table.to_data());
-                        Some(ArrowBatch { exported: Mutex::new(Some((schema, array))) })
-                    }
-                };
-                Ok(Some((batch, rejected.count, rejected.messages)))
+            Outcome::Converted(tables, rejected) => {
+                let mut batches = Vec::with_capacity(tables.len());
+                for (name, table) in tables {
+                    let schema = FFI_ArrowSchema::try_from(table.data_type())
+                        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+                    let array = FFI_ArrowArray::new(&table.to_data());
+                    let batch = ArrowBatch { exported: Mutex::new(Some((schema, array))) };
+                    batches.push((name.to_string(), batch));
+                }
+                Ok(Some((batches, rejected.count, rejected.messages)))
             }
         }
     }

@@ -1,6 +1,5 @@
 //! ExportLogsServiceRequest bytes → the `logs` table (otel_delta/convert/logs.py).
 use arrow_array::builder::StringBuilder;
-use arrow_schema::Schema;
 use prost::Message;
 
 use crate::anyvalue::{encode, Fallback};
@@ -11,7 +10,7 @@ use crate::columns::{
 use crate::context::RowContext;
 use crate::otlp::opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest;
 use crate::otlp::opentelemetry::proto::logs::v1::LogRecord;
-use crate::Outcome;
+use crate::{Outcome, Schemas};
 
 fn log_error(record: &LogRecord) -> Option<String> {
     id_error(&record.trace_id, TRACE_ID_BYTES, "log trace_id", false)
@@ -66,7 +65,7 @@ impl LogColumns {
     }
 }
 
-pub fn convert(raw: &[u8], schema: &Schema, max_messages: usize) -> Result<Outcome, String> {
+pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Outcome, String> {
     let Ok(request) = ExportLogsServiceRequest::decode(raw) else {
         return Ok(Outcome::Fallback); // Python decodes again and words the error
     };
@@ -95,9 +94,9 @@ pub fn convert(raw: &[u8], schema: &Schema, max_messages: usize) -> Result<Outco
         return Ok(Outcome::Fallback);
     }
     if logs.time.is_empty() {
-        return Ok(Outcome::Converted(None, rejected));
+        return Ok(Outcome::Converted(Vec::new(), rejected));
     }
-    let fields = schema.fields();
+    let fields = crate::schema_of(schemas, "logs")?.fields();
     let mut columns: Columns = ctx.finish(fields)?;
     let (time, date) = timestamp_and_date(&logs.effective);
     columns.put("date", date);
@@ -114,5 +113,5 @@ pub fn convert(raw: &[u8], schema: &Schema, max_messages: usize) -> Result<Outco
     columns.put("flags", int64(logs.flags));
     logs.attributes.finish(fields, ["attributes", "attribute_types"], &mut columns);
     columns.put("dropped_attributes_count", int64(logs.dropped));
-    Ok(Outcome::Converted(Some(columns.into_struct(fields)?), rejected))
+    Ok(Outcome::Converted(vec![("logs", columns.into_struct(fields)?)], rejected))
 }

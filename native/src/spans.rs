@@ -3,7 +3,6 @@ use std::sync::Arc;
 
 use arrow_array::builder::StringBuilder;
 use arrow_array::StructArray;
-use arrow_schema::Schema;
 use prost::Message;
 
 use crate::anyvalue::Fallback;
@@ -14,7 +13,7 @@ use crate::columns::{
 use crate::context::RowContext;
 use crate::otlp::opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest;
 use crate::otlp::opentelemetry::proto::trace::v1::{span, status, Span};
-use crate::Outcome;
+use crate::{Outcome, Schemas};
 
 fn span_error(span: &Span) -> Option<String> {
     id_error(&span.trace_id, TRACE_ID_BYTES, "span trace_id", true)
@@ -133,7 +132,7 @@ impl SpanColumns {
     }
 }
 
-pub fn convert(raw: &[u8], schema: &Schema, max_messages: usize) -> Result<Outcome, String> {
+pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Outcome, String> {
     let Ok(request) = ExportTraceServiceRequest::decode(raw) else {
         return Ok(Outcome::Fallback); // Python decodes again and words the error
     };
@@ -180,9 +179,9 @@ pub fn convert(raw: &[u8], schema: &Schema, max_messages: usize) -> Result<Outco
         return Ok(Outcome::Fallback);
     }
     if spans.flags.is_empty() {
-        return Ok(Outcome::Converted(None, rejected));
+        return Ok(Outcome::Converted(Vec::new(), rejected));
     }
-    let fields = schema.fields();
+    let fields = crate::schema_of(schemas, "spans")?.fields();
     let mut columns = ctx.finish(fields)?;
     let (start_time, date) = timestamp_and_date(&spans.start);
     let duration: Vec<i64> =
@@ -229,5 +228,5 @@ pub fn convert(raw: &[u8], schema: &Schema, max_messages: usize) -> Result<Outco
     columns.put("links", list(links_type, links.offsets, link));
 
     let table: StructArray = columns.into_struct(fields)?;
-    Ok(Outcome::Converted(Some(table), rejected))
+    Ok(Outcome::Converted(vec![("spans", table)], rejected))
 }

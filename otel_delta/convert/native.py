@@ -41,9 +41,9 @@ def available() -> bool:
     return otel_delta_native is not None
 
 
-def _converter(signal: str, table: str) -> NativeConvert:
-    schema = TABLES[table].schema
-    converter = otel_delta_native.Converter(signal, schema, MAX_REPORTED_ERRORS)
+def _converter(signal: str, tables: tuple[str, ...]) -> NativeConvert:
+    schemas = {name: TABLES[name].schema for name in tables}
+    converter = otel_delta_native.Converter(signal, list(schemas.items()), MAX_REPORTED_ERRORS)
 
     def convert(raw: bytes) -> Converted | None:
         try:
@@ -60,24 +60,30 @@ def _converter(signal: str, table: str) -> NativeConvert:
             ) from None
         if outcome is None:
             return None
-        batch, count, messages = outcome
-        tables = {}
-        if batch is not None:
-            # schema= makes pyarrow check the batch has exactly the table's schema
-            tables[table] = pa.Table.from_batches([pa.record_batch(batch)], schema=schema)
-        return Converted(tables, Rejections(count, messages))
+        batches, count, messages = outcome
+        # schema= makes pyarrow check each batch has exactly its table's schema
+        converted = {
+            name: pa.Table.from_batches([pa.record_batch(batch)], schema=schemas[name])
+            for name, batch in batches
+        }
+        return Converted(converted, Rejections(count, messages))
 
     return convert
 
 
-_TABLE_OF = {"traces": "spans", "logs": "logs"}  # signals with a native converter
+# signals with a native converter, and their tables
+_TABLES_OF = {
+    "traces": ("spans",),
+    "logs": ("logs",),
+    "metrics": tuple(name for name in TABLES if name.startswith("metrics_")),
+}
 _converters: dict[str, NativeConvert] = {}
 
 
 def native_converter(signal: str) -> NativeConvert | None:
     """The native converter of a signal ("traces", …), or None if it has none or is not built."""
-    if otel_delta_native is None or signal not in _TABLE_OF:
+    if otel_delta_native is None or signal not in _TABLES_OF:
         return None
     if signal not in _converters:
-        _converters[signal] = _converter(signal, _TABLE_OF[signal])
+        _converters[signal] = _converter(signal, _TABLES_OF[signal])
     return _converters[signal]

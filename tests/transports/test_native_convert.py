@@ -13,6 +13,10 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -23,6 +27,7 @@ from otel_delta.config import Settings
 from otel_delta.convert import native
 from otel_delta.errors import ConfigError
 from otel_delta.pipeline.decode import use_native
+from otel_delta.signals import SIGNALS_BY_NAME
 from tests import corpus
 from tests.convert.test_native_parity import deep, one_span_with, random_request
 from tests.helpers import LOOPBACK, RunningBridge, make_settings, read_table
@@ -84,7 +89,7 @@ def run(lakehouse, mode: str, workers: int):
     answers = []
     try:
         channel = bridge.channel()
-        traces, _, logs = bridge.stubs(channel)
+        traces, metrics, logs = bridge.stubs(channel)
         rng = random.Random(7)
         requests = [
             corpus.trace_request(),
@@ -100,24 +105,38 @@ def run(lakehouse, mode: str, workers: int):
         ]
         for request in logs_requests:
             answers.append(logs.Export(request))
+        metrics_requests = [
+            corpus.metrics_request(),
+            *(random_request(rng, ExportMetricsServiceRequest) for _ in range(6)),
+        ]
+        for request in metrics_requests:
+            answers.append(metrics.Export(request))
         with pytest.raises(grpc.RpcError) as err:
             channel.unary_unary(TRACE_EXPORT)(b"\x0a\xff garbage")
         answers.append((err.value.code(), err.value.details()))
     finally:
         bridge.stop()
-    return answers, read_table(lakehouse, "spans"), read_table(lakehouse, "logs")
+    stored = {name: read_table(lakehouse, name) for name in SIGNALS_BY_NAME["metrics"].tables}
+    return answers, read_table(lakehouse, "spans"), read_table(lakehouse, "logs"), stored
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("workers", [0, 2])
 def test_native_on_and_off_store_the_same_rows_and_answers(tmp_path, workers) -> None:
-    on_answers, on_spans, on_logs = run(tmp_path / "on", "on", workers)
-    off_answers, off_spans, off_logs = run(tmp_path / "off", "off", workers)
+    on_answers, on_spans, on_logs, on_metrics = run(tmp_path / "on", "on", workers)
+    off_answers, off_spans, off_logs, off_metrics = run(tmp_path / "off", "off", workers)
     assert on_answers == off_answers
     spans_answers = [a for a in on_answers if isinstance(a, ExportTraceServiceResponse)]
     logs_answers = [a for a in on_answers if isinstance(a, ExportLogsServiceResponse)]
     assert any(a.partial_success.rejected_spans for a in spans_answers)
     assert any(a.partial_success.rejected_log_records for a in logs_answers)
+    metrics_answers = [a for a in on_answers if isinstance(a, ExportMetricsServiceResponse)]
+    assert any(a.partial_success.rejected_data_points for a in metrics_answers)
+    for name, table in on_metrics.items():  # no unique column either; NaN reprs as nan
+        assert table.num_rows > 0, name
+        assert sorted(map(repr, table.to_pylist())) == sorted(
+            map(repr, off_metrics[name].to_pylist())
+        ), name
     assert on_spans.num_rows > 0 and on_logs.num_rows > 0
     assert on_spans.sort_by("span_id").equals(off_spans.sort_by("span_id"))
     # logs have no unique column: compare as sets of rows (rows are dicts of plain values)
