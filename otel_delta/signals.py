@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2 as metr
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as trace
 
 from otel_delta.convert import Converted, logs_to_arrow, metrics_to_arrow, spans_to_arrow
-from otel_delta.tables import TABLES
+from otel_delta.tables import TABLES_OF_SIGNAL
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ SIGNALS: tuple[Signal, ...] = (
     Signal(
         name="traces",
         code=1,
-        tables=("spans",),
+        tables=TABLES_OF_SIGNAL["traces"],
         request=trace.ExportTraceServiceRequest,
         response=trace.ExportTraceServiceResponse,
         convert=spans_to_arrow,  # type: ignore[arg-type]
@@ -58,7 +58,7 @@ SIGNALS: tuple[Signal, ...] = (
     Signal(
         name="metrics",
         code=2,
-        tables=tuple(name for name in TABLES if name.startswith("metrics_")),
+        tables=TABLES_OF_SIGNAL["metrics"],
         request=metrics.ExportMetricsServiceRequest,
         response=metrics.ExportMetricsServiceResponse,
         convert=metrics_to_arrow,  # type: ignore[arg-type]
@@ -70,7 +70,7 @@ SIGNALS: tuple[Signal, ...] = (
     Signal(
         name="logs",
         code=3,
-        tables=("logs",),
+        tables=TABLES_OF_SIGNAL["logs"],
         request=logs.ExportLogsServiceRequest,
         response=logs.ExportLogsServiceResponse,
         convert=logs_to_arrow,  # type: ignore[arg-type]

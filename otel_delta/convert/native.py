@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from otel_delta.convert.result import MAX_REPORTED_ERRORS, Converted, Rejections
 from otel_delta.errors import RequestTooLargeError
-from otel_delta.tables import TABLES
+from otel_delta.tables import TABLES, TABLES_OF_SIGNAL
 
 # The native converter allocates with mimalloc (native/src/lib.rs). Without an arena reserved
 # up front, mimalloc maps fresh memory for the rows of each request and gives it back once a
@@ -71,19 +71,13 @@ def _converter(signal: str, tables: tuple[str, ...]) -> NativeConvert:
     return convert
 
 
-# signals with a native converter, and their tables
-_TABLES_OF = {
-    "traces": ("spans",),
-    "logs": ("logs",),
-    "metrics": tuple(name for name in TABLES if name.startswith("metrics_")),
-}
 _converters: dict[str, NativeConvert] = {}
 
 
 def native_converter(signal: str) -> NativeConvert | None:
     """The native converter of a signal ("traces", …), or None if it has none or is not built."""
-    if otel_delta_native is None or signal not in _TABLES_OF:
+    if otel_delta_native is None or signal not in TABLES_OF_SIGNAL:
         return None
     if signal not in _converters:
-        _converters[signal] = _converter(signal, _TABLES_OF[signal])
+        _converters[signal] = _converter(signal, TABLES_OF_SIGNAL[signal])
     return _converters[signal]

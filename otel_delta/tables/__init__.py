@@ -39,6 +39,13 @@ TABLES: dict[str, TableSpec] = {
     )
 }
 
+# the tables of each signal (the signal registry and the native converter both need them)
+TABLES_OF_SIGNAL: dict[str, tuple[str, ...]] = {
+    "traces": ("spans",),
+    "logs": ("logs",),
+    "metrics": tuple(name for name in TABLES if name.startswith("metrics_")),
+}
+
 DEFAULT_PARTITION_BY = ("service_name", "date")
 
 
@@ -56,6 +63,7 @@ def partitionable_columns() -> set[str]:
 __all__ = [
     "DEFAULT_PARTITION_BY",
     "TABLES",
+    "TABLES_OF_SIGNAL",
     "Layout",
     "TableSpec",
     "partitionable_columns",
