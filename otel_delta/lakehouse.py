@@ -95,6 +95,11 @@ def s3_filesystem(options: dict[str, str]) -> pafs.S3FileSystem:
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 LOG_RETENTION = "delta.logRetentionDuration"
 DEFAULT_LOG_RETENTION_HOURS = 720.0  # Delta's own default, 30 days
+# A commit of files our own code wrote (engines/data_files) carries no `operationMetrics`:
+# delta-rs fills those only for the writes it runs. Its figures (num_added_rows,
+# num_added_files, as delta-rs names them) go into the commit info under this prefix instead.
+METRICS_PREFIX = "otel_delta.metrics."
+READ_VERSION = "otel_delta.readVersion"
 STATS_COLUMNS = "delta.dataSkippingStatsColumns"  # the columns the log records statistics of
 
 
@@ -196,15 +201,26 @@ class Lakehouse:
         )
 
     def commit_properties(
-        self, app_transaction: Transaction | None = None, operation: str | None = None
+        self,
+        app_transaction: Transaction | None = None,
+        operation: str | None = None,
+        metrics: dict[str, int] | None = None,
+        read_version: int | None = None,
     ) -> CommitProperties:
         """delta-rs commit settings: the retry budget of a commit that lost a race, an optional
-        Delta `txn` (app id + version) that makes a commit idempotent, and an optional
-        `otel_delta.operation` in the commit info (history shows who wrote what)."""
+        Delta `txn` (app id + version) that makes a commit idempotent, and optionally in the
+        commit info `otel_delta.operation` (history shows who wrote what), the `metrics` of a
+        commit of files written by our own code (`METRICS_PREFIX`) and the version it was
+        planned on (`otel_delta.readVersion`: lower than the commit's version minus one when
+        it lost a race and was rebased, which delta-rs records only for its own writes)."""
+        custom = {"otel_delta.operation": operation} if operation else {}
+        custom.update({METRICS_PREFIX + k: str(v) for k, v in (metrics or {}).items()})
+        if read_version is not None:
+            custom[READ_VERSION] = str(read_version)
         return CommitProperties(
             max_commit_retries=self.max_commit_retries,
             app_transactions=[app_transaction] if app_transaction else None,
-            custom_metadata={"otel_delta.operation": operation} if operation else None,
+            custom_metadata=custom or None,
         )
 
     def table_properties(self, name: str | None = None) -> dict[str, str]:

@@ -53,7 +53,7 @@ from otel_delta.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from otel_delta.lakehouse import CHANGE_DATA_FEED
+from otel_delta.lakehouse import CHANGE_DATA_FEED, METRICS_PREFIX
 from otel_delta.privacy import keyed_hash
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
@@ -553,7 +553,7 @@ class Table:
         """Commits, newest first."""
         entries = []
         for commit in self.delta().history(limit):
-            metrics = commit.get("operationMetrics") or {}
+            metrics = commit.get("operationMetrics") or recorded_metrics(commit)
             entries.append(
                 HistoryEntry(
                     version=int(commit["version"]),
@@ -734,6 +734,18 @@ ROWS_WRITTEN_METRICS = (
     "num_target_rows_inserted",
     "num_output_rows",
 )
+
+
+def recorded_metrics(commit: dict[str, Any]) -> dict[str, int]:
+    """The metrics of a commit of files our own code wrote (lakehouse.METRICS_PREFIX)."""
+    out = {}
+    for key, value in commit.items():
+        if key.startswith(METRICS_PREFIX):
+            try:
+                out[key.removeprefix(METRICS_PREFIX)] = int(value)
+            except (TypeError, ValueError):
+                continue
+    return out
 
 
 def _records_written(metrics: dict[str, Any]) -> int | None:

@@ -1,12 +1,13 @@
 """Parquet data files that our own code writes and delta-rs then commits as Add actions.
 
-Two writers need this: the stream's executors, which write each micro-batch's rows where they
-convert them (one Spark job per batch, no rows through the JVM; the driver commits the files
-of each table in one delta-rs commit carrying the batch's transaction), and the clustered
-compaction of today's partition. Both write with the table's layout (otel_delta.tables.layout:
-the encodings delta-rs is given for the bridge's appends) and both describe a file to the log
-as delta-rs does: statistics from the footer for the table's statistics columns, timestamps in
-milliseconds, strings over MAX_STRING_STAT characters left out.
+Three writers use this: the bridge's appends (engines/delta_rs, wherever the table has no
+CHECK constraint, column mapping or deletion vectors), the stream's executors, which write
+each micro-batch's rows where they convert them (one Spark job per batch, no rows through the
+JVM; the driver commits the files of each table in one delta-rs commit carrying the batch's
+transaction), and the clustered compaction of today's partition. All write with the table's
+layout (otel_delta.tables.layout) and describe a file to the log as delta-rs does: statistics
+from the footer for the table's statistics columns, timestamps in milliseconds, strings over
+MAX_STRING_STAT characters left out.
 
 Partitioned rows go to Hive-style directories (`service_name=<value>/date=<value>/`), a value
 escaped as Hive and Spark escape it; delta-rs percent-encodes the path once more for the log
@@ -59,6 +60,11 @@ class DataFile:
             data_change=data_change,
             stats=self.stats,
         )
+
+
+def added(files: Sequence[DataFile]) -> dict[str, int]:
+    """A commit's operation metrics for these files, named as delta-rs names them."""
+    return {"num_added_files": len(files), "num_added_rows": sum(f.rows for f in files)}
 
 
 def local_filesystem(uri: str) -> pa_fs.SubTreeFileSystem | None:
@@ -156,7 +162,9 @@ def write_partitioned(
         )
         name = f"part-{uuid.uuid4()}.{suffix}.parquet"
         relative = f"{directory}/{name}" if directory else name
-        data = part.select(data_schema.names).cast(data_schema)
+        data = part.select(data_schema.names)
+        if not data.schema.equals(data_schema):
+            data = data.cast(data_schema)
         if directory:
             filesystem.create_dir(directory, recursive=True)
         collector: list[pq.FileMetaData] = []
@@ -180,18 +188,38 @@ def write_partitioned(
 def _partitions(
     rows: pa.Table, partition_by: Sequence[str]
 ) -> list[tuple[dict[str, str | None], pa.Table]]:
+    """The rows of each partition, in the order they came. Rows arrive in runs of one
+    partition (a request's rows share a resource, and mostly a date), so the rows are cut at
+    the changes into slices, which cost no copy, and each partition's slices are joined."""
+    if not rows.num_rows:
+        return []
     if not partition_by:
-        return [({}, rows)] if rows.num_rows else []
-    keys = rows.select(list(partition_by)).group_by(list(partition_by)).aggregate([])
-    parts = []
-    for key in keys.to_pylist():
-        mask = None
-        for name, value in key.items():
-            term = pc.is_null(rows[name]) if value is None else pc.equal(rows[name], value)
-            mask = term if mask is None else pc.and_(mask, term)
-        part = rows.filter(mask)
-        parts.append(({name: partition_text(value) for name, value in key.items()}, part))
-    return parts
+        return [({}, rows)]
+    starts = _run_starts(rows, partition_by)
+    slices: dict[tuple, list[pa.Table]] = {}
+    for start, end in zip(starts, [*starts[1:], rows.num_rows], strict=True):
+        key = tuple(rows[name][start].as_py() for name in partition_by)
+        slices.setdefault(key, []).append(rows.slice(start, end - start))
+    return [
+        (
+            {name: partition_text(value) for name, value in zip(partition_by, key, strict=True)},
+            parts[0] if len(parts) == 1 else pa.concat_tables(parts),
+        )
+        for key, parts in slices.items()
+    ]
+
+
+def _run_starts(rows: pa.Table, partition_by: Sequence[str]) -> list[int]:
+    """The first row of each run of rows with the same partition values."""
+    n = rows.num_rows
+    changed = None
+    for name in partition_by:
+        column = rows[name]
+        step = pc.fill_null(pc.not_equal(column.slice(1), column.slice(0, n - 1)), True)
+        changed = step if changed is None else pc.or_(changed, step)
+    if changed is None:
+        return [0]
+    return [0, *(pc.indices_nonzero(changed).to_numpy() + 1).tolist()]
 
 
 def footer(filesystem: pa_fs.FileSystem, path: str) -> pq.FileMetaData:

@@ -1,9 +1,11 @@
-"""The delta-rs engine: in-process, no JVM; commits in milliseconds. It writes every live
-append of the bridge and, by default, runs the connector's operations."""
+"""The delta-rs engine: in-process, no JVM; commits in milliseconds. It commits every live
+append of the bridge (files written by engines/data_files where the table allows, by delta-rs
+otherwise) and, by default, runs the connector's operations."""
 
 from __future__ import annotations
 
 import threading
+import time
 from datetime import datetime
 from typing import Any, Literal
 
@@ -18,6 +20,14 @@ from deltalake import (
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from otel_delta.engines.base import rows_rejected
+from otel_delta.engines.data_files import (
+    added,
+    not_appendable,
+    plain_parquet,
+    stats_columns,
+    table_filesystem,
+    write_partitioned,
+)
 from otel_delta.errors import CommitError, RowsRejectedError, describe
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.retry import retrying
@@ -36,6 +46,16 @@ def with_evolved_columns(table: DeltaTable, data: pa.Table) -> pa.Table:
         if column.name not in data.column_names:
             data = data.append_column(column, pa.nulls(data.num_rows, column.type))
     return data
+
+
+def _writes_own_files(table: DeltaTable, data: pa.Table) -> bool:
+    """May this append write its files itself? Only when the files are the table's rows as
+    plain Parquet in the table's own types, and nothing (a CHECK constraint) needs delta-rs's
+    writer to check rows; otherwise delta-rs writes them."""
+    if not_appendable(table) is not None or not plain_parquet(table):
+        return False
+    schema = pa.schema(table.schema().to_arrow())
+    return [(f.name, f.type) for f in schema] == [(f.name, f.type) for f in data.schema]
 
 
 def holds_transaction(table: DeltaTable, app_transaction: Transaction) -> bool:
@@ -134,15 +154,56 @@ class DeltaRsEngine:
         data: pa.Table,
         app_transaction: Transaction | None,
     ) -> None:
+        data = with_evolved_columns(table, data)
+        if _writes_own_files(table, data):
+            self._write_files(table_name, table, data, app_transaction)
+            return
         write_deltalake(
             table,
-            with_evolved_columns(table, data),
+            data,
             mode="append",
             target_file_size=self.lakehouse.target_file_size,
             writer_properties=self._properties(table_name),
             commit_properties=self.lakehouse.commit_properties(app_transaction),
             post_commithook_properties=PostCommitHookProperties(create_checkpoint=True),
         )
+
+    def _write_files(
+        self,
+        table_name: str,
+        table: DeltaTable,
+        data: pa.Table,
+        app_transaction: Transaction | None,
+    ) -> None:
+        """Write the rows' files with pyarrow (engines/data_files), then commit them as Add
+        actions. Same files, cheaper: under the Collector load (bench/collector_load.py,
+        traces, two alternating runs) server CPU went from 13.9/13.6 to 11.3/9.4 µs per span
+        and peak RSS from about 1 GB to 650-740 MiB against delta-rs's writer, which split
+        the rows by partition with copies and kept its encoding memory in its allocator."""
+        lake = self.lakehouse
+        partition_by = list(table.metadata().partition_columns)
+        files = write_partitioned(
+            data,
+            data.schema,
+            partition_by,
+            table_filesystem(table.table_uri, lake.storage),
+            TABLES[table_name].layout,
+            lake.compression,
+            lake.compression_level,
+            stats_columns(table),
+        )
+        now_ms = int(time.time() * 1000)
+        table.create_write_transaction(
+            [f.add_action(now_ms) for f in files],
+            mode="append",
+            schema=table.schema(),
+            partition_by=partition_by or None,
+            commit_properties=lake.commit_properties(
+                app_transaction, metrics=added(files), read_version=table.version()
+            ),
+            post_commithook_properties=PostCommitHookProperties(create_checkpoint=True),
+        )
+        table.update_incremental()  # the handle does not follow a transaction's commit
 
     # --- operations ------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from deltalake.exceptions import TableNotFoundError
 from otel_delta.admin import AdminThread
 from otel_delta.backfill import ledger
 from otel_delta.config import AdminSettings, Settings, StreamSettings
-from otel_delta.engines.data_files import DataFile, not_appendable, stats_columns
+from otel_delta.engines.data_files import DataFile, added, not_appendable, stats_columns
 from otel_delta.engines.delta_rs import holds_transaction
 from otel_delta.engines.spark import spark_schema
 from otel_delta.errors import CommitError, ConfigError
@@ -168,23 +168,23 @@ class BatchWriter:
         if reason is not None:
             raise CommitError(f"the stream cannot append to {name}: {reason}")
         now_ms = int(time.time() * 1000)
-        adds = [
+        files = [
             DataFile(
                 path=row["path"],
                 size=row["size"],
                 partition_values=json.loads(row["partition_values"]),
                 stats=row["stats"],
                 rows=row["rows"],
-            ).add_action(now_ms)
+            )
             for row in rows
         ]
         try:
             delta.create_write_transaction(
-                adds,
+                [f.add_action(now_ms) for f in files],
                 mode="append",
                 schema=delta.schema(),
                 partition_by=list(delta.metadata().partition_columns) or None,
-                commit_properties=lakehouse.commit_properties(txn, STREAM_OPERATION),
+                commit_properties=lakehouse.commit_properties(txn, STREAM_OPERATION, added(files)),
             )
         except Exception as exc:
             raise CommitError(f"commit to {name} failed: {_first_line(exc)}") from exc

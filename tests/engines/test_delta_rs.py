@@ -12,7 +12,7 @@ from deltalake import DeltaTable, Transaction
 from otel_delta.convert import spans_to_arrow
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.errors import CommitError
-from otel_delta.lakehouse import Lakehouse
+from otel_delta.lakehouse import READ_VERSION, Lakehouse
 from otel_delta.tables.schemas import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 from tests import corpus
 from tests.test_cli import one_span_request
@@ -120,3 +120,42 @@ def test_an_append_after_another_writer_deleted_files_commits_first_time(
     assert [r.getMessage() for r in caplog.records] == []
     assert version == 6  # 3 appends, delete, compaction, this append: no retried commit
     assert DeltaTable(str(tmp_path / "spans")).count() == 3
+
+
+def test_appends_write_their_own_files_and_record_what_they_added(tmp_path: Path) -> None:
+    writer = DeltaRsEngine(Lakehouse(str(tmp_path)))
+    rows = spans_to_arrow(corpus.trace_request()).tables["spans"]
+    version = writer.append("spans", rows)
+    table = DeltaTable(str(tmp_path / "spans"))
+    assert version == table.version()
+    commit = table.history(1)[0]
+    assert "operationMetrics" not in commit  # not written by delta-rs's writer
+    assert int(commit["otel_delta.metrics.num_added_rows"]) == rows.num_rows
+    assert int(commit["otel_delta.metrics.num_added_files"]) == len(table.file_uris()) == 3
+    assert table.to_pyarrow_table().num_rows == rows.num_rows
+
+
+def test_an_append_rebased_past_another_writers_commit_records_its_read_version(
+    tmp_path: Path,
+) -> None:
+    first, second = (DeltaRsEngine(Lakehouse(str(tmp_path))) for _ in range(2))
+    rows = spans_to_arrow(corpus.trace_request()).tables["spans"]
+    first.append("spans", rows)
+    stale = first.open("spans")  # planned on version 1
+    second.append("spans", rows)  # version 2
+    first._write("spans", stale, rows, None)  # loses the race for 2, rebased to 3
+    commits = {c["version"]: c for c in DeltaTable(str(tmp_path / "spans")).history()}
+    assert int(commits[3][READ_VERSION]) == 1
+    assert int(commits[2][READ_VERSION]) == 1
+    assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table().num_rows == 3 * rows.num_rows
+
+
+def test_a_table_with_a_check_constraint_is_appended_to_by_delta_rs(tmp_path: Path) -> None:
+    writer = DeltaRsEngine(Lakehouse(str(tmp_path)))
+    rows = spans_to_arrow(corpus.trace_request()).tables["spans"]
+    writer.append("spans", rows)
+    DeltaTable(str(tmp_path / "spans")).alter.add_constraint({"named": "name IS NOT NULL"})
+    writer.append("spans", rows)
+    commit = DeltaTable(str(tmp_path / "spans")).history(1)[0]
+    assert commit["operation"] == "WRITE"
+    assert int(commit["operationMetrics"]["num_added_rows"]) == rows.num_rows
