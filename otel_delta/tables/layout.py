@@ -60,7 +60,7 @@ def parquet_options(
     layout: Layout, schema: pa.Schema, compression: str, compression_level: int
 ) -> dict[str, Any]:
     """pyarrow `ParquetWriter` options of a layout: the same encodings delta-rs is given
-    (lakehouse.column_properties), for the files compaction writes itself."""
+    (lakehouse.column_properties), for the files our own code writes (engines/data_files)."""
     plain = set(layout.plain_columns) | set(layout.delta_columns)
     codec = compression.lower().replace("uncompressed", "none")
     return {
@@ -70,7 +70,10 @@ def parquet_options(
             path for path in _leaf_paths(schema) if path.split(".", 1)[0] not in plain
         ],
         "column_encoding": column_encodings(layout) or None,
-        "write_statistics": True,
+        # min/max of top-level columns only: those of map and list leaves (attribute keys
+        # and values) serve no reader's pruning and cost a comparison per value, 2.4% of the
+        # bridge's CPU under the Collector load (perf)
+        "write_statistics": [path for path in _leaf_paths(schema) if "." not in path],
     }
 
 

@@ -77,3 +77,11 @@ def test_the_writer_encodes_columns_by_the_layout(tmp_path: Path) -> None:
         assert not encodings[name] & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}, encodings[name]
     # columns the layout does not name keep the writer's default (dictionary)
     assert "RLE_DICTIONARY" in encodings["name"]
+    # min/max for top-level columns only, none for map and list leaves (attribute values)
+    with_stats = {
+        group.column(i).path_in_schema
+        for i in range(group.num_columns)
+        if group.column(i).statistics is not None and group.column(i).statistics.has_min_max
+    }
+    assert {"trace_id", "name", "start_time_unix_nano"} <= with_stats
+    assert not {path for path in with_stats if "." in path}, with_stats
