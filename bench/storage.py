@@ -7,7 +7,8 @@ stack traces, links, correlated logs, metrics. For each signal this prints bytes
 - the OTLP requests: protobuf as serialized, gzip (level 6, the Collector's default) and zstd
   (level 3) of each request, as they would cross the wire;
 - our tables as ingestion first writes them: each request's rows appended by the bridge's
-  writer (delta-rs, the table's layout and codec) as one commit, as the bridge's flush does;
+  writer (pyarrow with the table's layout and codec, committed by delta-rs) as one commit, as
+  the bridge's flush does;
   and, as the baseline of the layout, the same commits with delta-rs's default encodings;
 - after today's clustered compaction (otel_delta/maintenance/compaction.py, what maintenance
   runs on the open partition) and after the closed-partition compaction that follows it
