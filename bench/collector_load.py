@@ -75,6 +75,7 @@ from bench.common import (
     BridgeProcess,
     ChildProcess,
     Ingest,
+    Pacer,
     Payload,
     ServerStats,
     _kv,
@@ -379,7 +380,12 @@ def _load(
     send, close = grpc_sender(port, method=method, compression=grpc.Compression.Gzip)
     try:
         cpu_before = server.cpu_seconds()
-        ingest = drive(port, payloads, args.in_flight, args.max_seconds, lambda _: (send, _noop))
+        pace = None
+        if args.rate:  # open loop: the requests of `rate` items/s, each on its schedule
+            pace = Pacer(payloads[0].spans / args.rate)
+        ingest = drive(
+            port, payloads, args.in_flight, args.max_seconds, lambda _: (send, _noop), pace
+        )
     finally:
         close()
     return ingest, cpu_before
@@ -685,8 +691,9 @@ def _row(name: str, run: ServerRun) -> str:
 def render(args, results: Sequence[SignalResult], e2e: EndToEnd | None) -> str:
     lines = [
         f"otel-delta under a Collector's load: {args.items_per_request:,} items/request, gzip, "
-        f"{args.in_flight} in flight on one connection, {args.requests} requests per signal, "
-        f"{os.cpu_count()} CPUs; bridge ack = {args.ack}, flush {args.flush_interval} s",
+        f"up to {args.in_flight} in flight on one connection, {args.requests} requests per "
+        f"signal, {os.cpu_count()} CPUs; bridge ack = {args.ack}, flush {args.flush_interval} s",
+        f"open loop: {args.rate:,.0f} items/s offered" if args.rate else "closed loop",
         "(stored/s: first send -> server exited; us/item: server CPU, first send -> exit;"
         " B/item: on disk)",
         "",
@@ -836,6 +843,12 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=2000,
         help="telemetrygen --rate, traces/s per worker (0 overflows its SDK queue: drops)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="items/s offered on a fixed schedule (open loop; 0: closed loop, as fast as acked)",
     )
     parser.add_argument("--no-collector", action="store_true", help="skip the file-exporter peer")
     parser.add_argument("--flush-interval", type=float, default=10.0, help="the bridge's default")

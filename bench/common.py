@@ -486,6 +486,7 @@ def _client(
     start: threading.Barrier,
     deadline: float,
     log: ClientLog,
+    pace: Pacer | None = None,
 ) -> None:
     """Send payloads until none are left or the deadline passes; bytes in, bytes out."""
     start.wait()
@@ -498,6 +499,8 @@ def _client(
             payload = payloads[work.get_nowait()]
         except queue.Empty:
             return
+        if pace is not None:
+            pace.wait()
         sent = time.perf_counter()
         log.first_send = min(log.first_send, sent)
         try:
@@ -537,14 +540,35 @@ class Ingest:
         return self.spans_acked / self.seconds if self.seconds > 0 else 0.0
 
 
+class Pacer:
+    """An open-loop schedule shared by the client threads: request k is sent no earlier than
+    `interval` * k after the first, so a run offers a fixed rate (behind schedule, a request
+    goes at once). Latency is timed from the actual send, as an exporter would see it."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._next: float | None = None
+
+    def wait(self) -> None:
+        with self._lock:
+            at = time.perf_counter() if self._next is None else self._next
+            self._next = at + self.interval
+        delay = at - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+
+
 def drive(
     port: int,
     payloads: Sequence[Payload],
     clients: int,
     max_seconds: float,
     sender: Callable[[int], tuple[Send, Callable[[], None]]] = grpc_sender,
+    pace: Pacer | None = None,
 ) -> Ingest:
-    """Run `clients` threads, each on its own connection, until all payloads are acked."""
+    """Run `clients` threads, each on its own connection, until all payloads are acked; as
+    fast as answers come (closed loop), or on `pace`'s schedule (open loop)."""
     work: queue.SimpleQueue[int] = queue.SimpleQueue()
     for index in range(len(payloads)):
         work.put(index)
@@ -554,7 +578,7 @@ def drive(
     cpu_before = _own_cpu_seconds()
     deadline = time.perf_counter() + max_seconds
     threads = [
-        threading.Thread(target=_client, args=(send, payloads, work, barrier, deadline, log))
+        threading.Thread(target=_client, args=(send, payloads, work, barrier, deadline, log, pace))
         for (send, _), log in zip(senders, logs, strict=True)
     ]
     for thread in threads:
