@@ -20,7 +20,8 @@ use crate::otlp::opentelemetry::proto::collector::metrics::v1::ExportMetricsServ
 use crate::otlp::opentelemetry::proto::common::v1::{InstrumentationScope, KeyValue};
 use crate::otlp::opentelemetry::proto::metrics::v1::{
     exemplar, exponential_histogram_data_point::Buckets, metric::Data, number_data_point,
-    AggregationTemporality, Exemplar, Metric, NumberDataPoint,
+    AggregationTemporality, Exemplar, ExponentialHistogramDataPoint, HistogramDataPoint, Metric,
+    NumberDataPoint, SummaryDataPoint,
 };
 use crate::otlp::opentelemetry::proto::resource::v1::Resource;
 use crate::{Outcome, Schemas};
@@ -41,6 +42,32 @@ const KINDS: [(Kind, &str); 5] = [
     (Kind::ExponentialHistogram, "metrics_exponential_histogram"),
     (Kind::Summary, "metrics_summary"),
 ];
+
+/// What every data point type carries: attributes, start and time, flags, and (all but the
+/// summary) exemplars.
+trait DataPoint {
+    fn head(&self) -> (&[KeyValue], u64, u64, u32);
+    fn exemplars(&self) -> &[Exemplar];
+}
+
+macro_rules! data_point {
+    ($type:ty, $point:ident => $exemplars:expr) => {
+        impl DataPoint for $type {
+            fn head(&self) -> (&[KeyValue], u64, u64, u32) {
+                (&self.attributes, self.start_time_unix_nano, self.time_unix_nano, self.flags)
+            }
+            fn exemplars(&self) -> &[Exemplar] {
+                let $point = self;
+                $exemplars
+            }
+        }
+    };
+}
+
+data_point!(NumberDataPoint, p => &p.exemplars);
+data_point!(HistogramDataPoint, p => &p.exemplars);
+data_point!(ExponentialHistogramDataPoint, p => &p.exemplars);
+data_point!(SummaryDataPoint, _p => &[]);
 
 fn exemplar_error(exemplars: &[Exemplar]) -> Option<String> {
     exemplars.iter().find_map(|e| {
@@ -279,19 +306,20 @@ impl Points {
         }
     }
 
-    /// The columns every point has; the caller then appends the type's own.
-    #[allow(clippy::too_many_arguments)]
-    fn add_row(
+    /// The columns every point has, and true; or false when an exemplar's id is invalid and
+    /// the point is rejected. The caller then appends the type's own columns.
+    fn add_point(
         &mut self,
         place: &Place,
         metric: &MetricInfo,
-        attributes: &[KeyValue],
-        start: u64,
-        time: u64,
-        flags: u32,
-        exemplars: &[Exemplar],
+        point: &impl DataPoint,
+        rejected: &mut Rejections,
         scratch: &mut String,
-    ) -> Result<(), Fallback> {
+    ) -> Result<bool, Fallback> {
+        if let Some(error) = exemplar_error(point.exemplars()) {
+            rejected.add(error);
+            return Ok(false);
+        }
         if self.entered != Some(place.number) {
             if self.entered.map(|(r, _)| r) != Some(place.number.0) {
                 self.ctx.enter_resource(place.resource, place.resource_url)?;
@@ -299,6 +327,7 @@ impl Points {
             self.ctx.enter_scope(place.scope, place.scope_url)?;
             self.entered = Some(place.number);
         }
+        let (attributes, start, time, flags) = point.head();
         self.ctx.add_row();
         self.metric_name.append_value(&metric.metric.name);
         self.metric_description.append_value(&metric.metric.description);
@@ -309,9 +338,9 @@ impl Points {
         self.attributes.append(attributes)?;
         self.flags.push(flags as i64);
         if self.kind != Kind::Summary {
-            self.exemplars.append(exemplars, scratch)?;
+            self.exemplars.append(point.exemplars(), scratch)?;
         }
-        Ok(())
+        Ok(true)
     }
 
     fn number_value(&mut self, point: &NumberDataPoint) {
@@ -410,73 +439,62 @@ fn append_metric(
         Data::Gauge(g) => {
             let t = &mut tables[0];
             for p in &g.data_points {
-                if let Some(error) = exemplar_error(&p.exemplars) {
-                    rejected.add(error);
-                    continue;
+                if t.add_point(place, metric, p, rejected, scratch)? {
+                    t.number_value(p);
                 }
-                t.add_row(place, metric, &p.attributes, p.start_time_unix_nano, p.time_unix_nano, p.flags, &p.exemplars, scratch)?;
-                t.number_value(p);
             }
         }
         Data::Sum(s) => {
             let t = &mut tables[1];
             let temporality = temporality_name(s.aggregation_temporality);
             for p in &s.data_points {
-                if let Some(error) = exemplar_error(&p.exemplars) {
-                    rejected.add(error);
-                    continue;
+                if t.add_point(place, metric, p, rejected, scratch)? {
+                    t.number_value(p);
+                    t.temporality.append_value(&temporality);
+                    t.monotonic.push(s.is_monotonic);
                 }
-                t.add_row(place, metric, &p.attributes, p.start_time_unix_nano, p.time_unix_nano, p.flags, &p.exemplars, scratch)?;
-                t.number_value(p);
-                t.temporality.append_value(&temporality);
-                t.monotonic.push(s.is_monotonic);
             }
         }
         Data::Histogram(h) => {
             let t = &mut tables[2];
             let temporality = temporality_name(h.aggregation_temporality);
             for p in &h.data_points {
-                if let Some(error) = exemplar_error(&p.exemplars) {
-                    rejected.add(error);
-                    continue;
+                if t.add_point(place, metric, p, rejected, scratch)? {
+                    t.distribution(p.count, p.sum, p.min, p.max);
+                    t.temporality.append_value(&temporality);
+                    t.bucket_counts.extend(p.bucket_counts.iter().map(|c| *c as i64));
+                    t.bucket_offsets.push(t.bucket_counts.len() as i32);
+                    t.bounds.extend_from_slice(&p.explicit_bounds);
+                    t.bound_offsets.push(t.bounds.len() as i32);
                 }
-                t.add_row(place, metric, &p.attributes, p.start_time_unix_nano, p.time_unix_nano, p.flags, &p.exemplars, scratch)?;
-                t.distribution(p.count, p.sum, p.min, p.max);
-                t.temporality.append_value(&temporality);
-                t.bucket_counts.extend(p.bucket_counts.iter().map(|c| *c as i64));
-                t.bucket_offsets.push(t.bucket_counts.len() as i32);
-                t.bounds.extend_from_slice(&p.explicit_bounds);
-                t.bound_offsets.push(t.bounds.len() as i32);
             }
         }
         Data::ExponentialHistogram(h) => {
             let t = &mut tables[3];
             let temporality = temporality_name(h.aggregation_temporality);
             for p in &h.data_points {
-                if let Some(error) = exemplar_error(&p.exemplars) {
-                    rejected.add(error);
-                    continue;
+                if t.add_point(place, metric, p, rejected, scratch)? {
+                    t.distribution(p.count, p.sum, p.min, p.max);
+                    t.temporality.append_value(&temporality);
+                    t.scale.push(p.scale);
+                    t.zero_count.push(p.zero_count as i64);
+                    t.zero_threshold.push(p.zero_threshold);
+                    t.positive.append(p.positive.as_ref());
+                    t.negative.append(p.negative.as_ref());
                 }
-                t.add_row(place, metric, &p.attributes, p.start_time_unix_nano, p.time_unix_nano, p.flags, &p.exemplars, scratch)?;
-                t.distribution(p.count, p.sum, p.min, p.max);
-                t.temporality.append_value(&temporality);
-                t.scale.push(p.scale);
-                t.zero_count.push(p.zero_count as i64);
-                t.zero_threshold.push(p.zero_threshold);
-                t.positive.append(p.positive.as_ref());
-                t.negative.append(p.negative.as_ref());
             }
         }
         Data::Summary(s) => {
             let t = &mut tables[4];
             for p in &s.data_points {
-                t.add_row(place, metric, &p.attributes, p.start_time_unix_nano, p.time_unix_nano, p.flags, &[], scratch)?;
-                t.distribution(p.count, Some(p.sum), None, None);
-                for q in &p.quantile_values {
-                    t.quantile.push(q.quantile);
-                    t.quantile_value.push(q.value);
+                if t.add_point(place, metric, p, rejected, scratch)? {
+                    t.distribution(p.count, Some(p.sum), None, None);
+                    for q in &p.quantile_values {
+                        t.quantile.push(q.quantile);
+                        t.quantile_value.push(q.value);
+                    }
+                    t.quantile_offsets.push(t.quantile.len() as i32);
                 }
-                t.quantile_offsets.push(t.quantile.len() as i32);
             }
         }
     }
