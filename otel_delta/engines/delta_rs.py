@@ -4,6 +4,7 @@ otherwise) and, by default, runs the connector's operations."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from datetime import datetime
@@ -32,6 +33,8 @@ from otel_delta.errors import CommitError, RowsRejectedError, describe
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
+
+log = logging.getLogger(__name__)
 
 TRANSIENT_RETRIES = 3  # attempts after the first, for I/O errors and races delta-rs gave up on
 
@@ -203,7 +206,11 @@ class DeltaRsEngine:
             ),
             post_commithook_properties=PostCommitHookProperties(create_checkpoint=True),
         )
-        table.update_incremental()  # the handle does not follow a transaction's commit
+        try:
+            table.update_incremental()  # the handle does not follow a transaction's commit
+        except Exception as exc:  # committed all the same: never retry (and repeat) the append
+            log.warning("reloading %s after its commit: %s", table_name, describe(exc))
+            self._tables.pop(table_name, None)
 
     # --- operations ------------------------------------------------------------------------
 

@@ -159,3 +159,26 @@ def test_a_table_with_a_check_constraint_is_appended_to_by_delta_rs(tmp_path: Pa
     commit = DeltaTable(str(tmp_path / "spans")).history(1)[0]
     assert commit["operation"] == "WRITE"
     assert int(commit["operationMetrics"]["num_added_rows"]) == rows.num_rows
+
+
+def test_a_failed_reload_after_a_commit_does_not_repeat_the_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = DeltaRsEngine(Lakehouse(str(tmp_path)))
+    rows = spans_to_arrow(corpus.trace_request()).tables["spans"]
+    writer.append("spans", rows)
+    original = DeltaTable.update_incremental
+    calls = []
+
+    def fails_after_the_commit(self: DeltaTable) -> None:
+        calls.append(1)
+        if len(calls) == 2:  # the first reads the log's tail before the commit
+            raise OSError("injected: listing the log failed")
+        original(self)
+
+    monkeypatch.setattr(DeltaTable, "update_incremental", fails_after_the_commit)
+    writer.append("spans", rows)
+    monkeypatch.undo()
+    assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table().num_rows == 2 * rows.num_rows
+    writer.append("spans", rows)  # the dropped handle is reopened
+    assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table().num_rows == 3 * rows.num_rows
