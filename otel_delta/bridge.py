@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import replace
 
 from otel_delta.admin import AdminServer, Check, Gauge
 from otel_delta.auth import BearerToken
@@ -30,11 +31,14 @@ READINESS_POLL_SECONDS = 1.0  # how often the gRPC health service follows /ready
 
 
 def build_engines(settings: Settings) -> Engines:
-    """The engines the bridge commits with (`[deltalake.operations] engine`)."""
+    """The engines the bridge commits with (`[deltalake.operations] engine`). When its
+    maintainer checkpoints, expired log entries are left to it (Lakehouse.append_hooks)."""
     operations = settings.deltalake.operations
-    return Engines(
-        Lakehouse.from_settings(settings), operations.engine, operations.bulk_threshold_rows
-    )
+    lakehouse = Lakehouse.from_settings(settings)
+    policy = maintenance_policy(settings)
+    if policy is not None and policy.table.checkpoint:
+        lakehouse = replace(lakehouse, expired_logs_on_commit=False)
+    return Engines(lakehouse, operations.engine, operations.bulk_threshold_rows)
 
 
 class Bridge:

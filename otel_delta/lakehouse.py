@@ -20,6 +20,7 @@ from deltalake import (
     ColumnProperties,
     CommitProperties,
     DeltaTable,
+    PostCommitHookProperties,
     Transaction,
     WriterProperties,
 )
@@ -129,6 +130,11 @@ class Lakehouse:
     change_data_feed: bool = False
     log_retention_hours: float = DEFAULT_LOG_RETENTION_HOURS
     max_commit_retries: int = 15
+    # Who deletes expired log entries: delta-rs after every commit (its default), or the
+    # maintainer's checkpoint step (`serve` with maintenance on). delta-rs's cleanup lists the
+    # whole _delta_log each time, expired entries or not: on a local file system that was most
+    # of a commit's growth with the log's length (6,000 entries: 50 ms against 13 ms without).
+    expired_logs_on_commit: bool = True
     spark: SparkSettings = field(default_factory=SparkSettings)
 
     @classmethod
@@ -221,6 +227,15 @@ class Lakehouse:
             max_commit_retries=self.max_commit_retries,
             app_transactions=[app_transaction] if app_transaction else None,
             custom_metadata=custom or None,
+        )
+
+    def append_hooks(self) -> PostCommitHookProperties:
+        """What delta-rs does after an append's commit: a checkpoint every
+        `checkpoint_interval` versions, and the expired-log cleanup unless the maintainer
+        does it (`expired_logs_on_commit`)."""
+        return PostCommitHookProperties(
+            create_checkpoint=True,
+            cleanup_expired_logs=None if self.expired_logs_on_commit else False,
         )
 
     def table_properties(self, name: str | None = None) -> dict[str, str]:

@@ -11,9 +11,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.fs as pa_fs
 from deltalake import (
     DeltaTable,
-    PostCommitHookProperties,
     Transaction,
     WriterProperties,
     write_deltalake,
@@ -23,6 +23,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from otel_delta.engines.base import rows_rejected
 from otel_delta.engines.data_files import (
     added,
+    local_filesystem,
     not_appendable,
     plain_parquet,
     stats_columns,
@@ -79,6 +80,7 @@ class DeltaRsEngine:
         self.transient_retries = transient_retries
         self._tables: dict[str, DeltaTable] = {}
         self._appends: dict[str, int] = {}  # appends through each cached handle
+        self._local: dict[str, pa_fs.FileSystem | None] = {}  # local_filesystem of each table
         self._locks = {name: threading.Lock() for name in TABLES}
         self._writer_properties = {name: lakehouse.writer_properties(name) for name in TABLES}
         self._default_properties = lakehouse.writer_properties()
@@ -100,7 +102,10 @@ class DeltaRsEngine:
         A cached handle first reads the commits made since (by this process's other operations,
         maintenance, or other writers): delta-rs treats an append as a reader of the snapshot
         it was planned on, so an append on a stale snapshot after a merge, delete or compaction
-        would fail its commit once and be retried; reading the log's tail is one listing.
+        would fail its commit once and be retried. Reading the log's tail is one listing, and
+        on a local file system a listing walks the whole `_delta_log` (about 1 µs per entry),
+        so there the handle first looks for the next commit's file and reads the tail only
+        when someone else has committed (`_moved_on`).
 
         After `checkpoint_interval` appends the handle is opened afresh, from the latest
         checkpoint: a handle only ever updated incrementally got slower with each commit
@@ -113,9 +118,21 @@ class DeltaRsEngine:
         elif table is None:
             table = self._tables[name] = self.lakehouse.create_table(name)
             self._appends[name] = 0
-        else:
+        elif self._moved_on(name, table):
             table.update_incremental()
         return table
+
+    def _moved_on(self, name: str, table: DeltaTable) -> bool:
+        """Is there a commit after the handle's version? On a local file system: is the next
+        version's log entry there (one stat); elsewhere assumed, and the tail is read (object
+        stores list from an offset)."""
+        if name not in self._local:
+            self._local[name] = local_filesystem(self.uri(name))
+        local = self._local[name]
+        if local is None:
+            return True
+        entry = f"_delta_log/{table.version() + 1:020d}.json"
+        return local.get_file_info(entry).type != pa_fs.FileType.NotFound
 
     # --- appends ---------------------------------------------------------------------------
 
@@ -168,7 +185,7 @@ class DeltaRsEngine:
             target_file_size=self.lakehouse.target_file_size,
             writer_properties=self._properties(table_name),
             commit_properties=self.lakehouse.commit_properties(app_transaction),
-            post_commithook_properties=PostCommitHookProperties(create_checkpoint=True),
+            post_commithook_properties=self.lakehouse.append_hooks(),
         )
 
     def _write_files(
@@ -204,7 +221,7 @@ class DeltaRsEngine:
             commit_properties=lake.commit_properties(
                 app_transaction, metrics=added(files), read_version=table.version()
             ),
-            post_commithook_properties=PostCommitHookProperties(create_checkpoint=True),
+            post_commithook_properties=self.lakehouse.append_hooks(),
         )
         try:
             table.update_incremental()  # the handle does not follow a transaction's commit

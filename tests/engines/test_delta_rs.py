@@ -167,18 +167,48 @@ def test_a_failed_reload_after_a_commit_does_not_repeat_the_append(
     writer = DeltaRsEngine(Lakehouse(str(tmp_path)))
     rows = spans_to_arrow(corpus.trace_request()).tables["spans"]
     writer.append("spans", rows)
-    original = DeltaTable.update_incremental
-    calls = []
+    commit, reload = DeltaTable.create_write_transaction, DeltaTable.update_incremental
+    committed = []
+
+    def commits(self: DeltaTable, *args: object, **kwargs: object) -> None:
+        commit(self, *args, **kwargs)
+        committed.append(1)
 
     def fails_after_the_commit(self: DeltaTable) -> None:
-        calls.append(1)
-        if len(calls) == 2:  # the first reads the log's tail before the commit
+        if committed:
             raise OSError("injected: listing the log failed")
-        original(self)
+        reload(self)
 
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", commits)
     monkeypatch.setattr(DeltaTable, "update_incremental", fails_after_the_commit)
     writer.append("spans", rows)
     monkeypatch.undo()
+    assert committed == [1]
     assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table().num_rows == 2 * rows.num_rows
     writer.append("spans", rows)  # the dropped handle is reopened
     assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table().num_rows == 3 * rows.num_rows
+
+
+def test_the_cached_handle_reads_the_log_tail_only_after_another_writers_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a local file system a listing walks the whole log: the handle looks for the next
+    version's entry first, and lists only when another writer made one."""
+    writer = DeltaRsEngine(Lakehouse(str(tmp_path)))
+    rows = spans_to_arrow(corpus.trace_request()).tables["spans"]
+    writer.append("spans", rows)
+    reload = DeltaTable.update_incremental
+    reloads = []
+
+    def counted(self: DeltaTable) -> None:
+        reloads.append(self.version())
+        reload(self)
+
+    monkeypatch.setattr(DeltaTable, "update_incremental", counted)
+    writer.append("spans", rows)
+    assert reloads == [1]  # only the handle following its own commit (1 -> 2)
+    reloads.clear()
+    DeltaRsEngine(Lakehouse(str(tmp_path))).append("spans", rows)  # another writer: 3
+    reloads.clear()
+    assert writer.append("spans", rows) == 4
+    assert reloads == [2, 3]  # the other writer's commit read, then its own

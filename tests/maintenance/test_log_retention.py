@@ -12,6 +12,8 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from otel_delta import DeltaConfig, DeltaLakeConnector
+from otel_delta.bridge import build_engines
+from otel_delta.config import Settings
 from otel_delta.lakehouse import LOG_RETENTION, Lakehouse
 from otel_delta.maintenance.tasks import TablePolicy, maintain_table, utc_today
 from tests.maintenance.test_compaction import spans
@@ -80,3 +82,41 @@ def test_an_existing_table_gets_the_configured_retention(tmp_path: Path) -> None
     version = DeltaTable(uri).version()
     Lakehouse(str(tmp_path)).create_table("spans")  # the default does not undo a setting
     assert DeltaTable(uri).version() == version
+
+
+def bridge_settings(path: Path, interval: float) -> Settings:
+    table = {"log_retention_hours": 2, "checkpoint_interval": 4}
+    table["maintenance_interval_seconds"] = interval
+    return Settings(deltalake={"table_path": str(path), "table": table})
+
+
+def test_the_bridges_appends_leave_expired_log_entries_to_its_maintainer(tmp_path: Path) -> None:
+    """delta-rs's own cleanup after each commit lists the whole log; with a maintainer that
+    checkpoints, the bridge's appends skip it and the maintenance checkpoint removes them."""
+    engines = build_engines(bridge_settings(tmp_path, 3600))
+    assert not engines.lakehouse.expired_logs_on_commit
+    rng = random.Random(5)
+    for i in range(9):
+        engines.delta_rs.append("spans", spans(rng, 5, utc_today(), i * 5))
+    age_log(tmp_path, 3)
+    for i in range(9, 14):  # past the checkpoint at version 12
+        engines.delta_rs.append("spans", spans(rng, 5, utc_today(), i * 5))
+    assert commits(tmp_path)[0] == 0  # expired, but left in place by the appends
+
+    table = spans_table(tmp_path, log_retention_hours=2)
+    assert maintain_table(table, POLICY).checkpointed
+    assert commits(tmp_path)[0] > 0
+    assert DeltaTable(table.uri).to_pyarrow_table(columns=["span_id"]).num_rows == 14 * 5
+
+
+def test_without_a_maintainer_delta_rs_removes_expired_log_entries_itself(tmp_path: Path) -> None:
+    engines = build_engines(bridge_settings(tmp_path, 0))  # maintenance off
+    assert engines.lakehouse.expired_logs_on_commit
+    rng = random.Random(5)
+    for i in range(9):
+        engines.delta_rs.append("spans", spans(rng, 5, utc_today(), i * 5))
+    age_log(tmp_path, 3)
+    for i in range(9, 14):
+        engines.delta_rs.append("spans", spans(rng, 5, utc_today(), i * 5))
+    assert commits(tmp_path)[0] > 0
+    assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table(columns=["span_id"]).num_rows == 70
