@@ -34,9 +34,9 @@ from deltalake.transaction import Transaction
 
 from bench.common import RESULTS_DIR, finish, workdir
 from bench.trace_lookup import span_batch
+from otel_delta.bridge import build_engines
 from otel_delta.config import Settings
-from otel_delta.engines import DeltaRsEngine
-from otel_delta.lakehouse import STATS_COLUMNS, Lakehouse
+from otel_delta.lakehouse import STATS_COLUMNS
 from otel_delta.maintenance import Maintainer, MaintenancePolicy
 from otel_delta.maintenance.compaction import candidates
 from otel_delta.maintenance.tasks import TablePolicy, maintain_table, utc_today
@@ -86,9 +86,9 @@ def tenth(values: list[float], last: bool) -> float:
 
 
 def run(args: argparse.Namespace, root: Path) -> dict:
-    lake = Lakehouse(str(root))
-    engine = DeltaRsEngine(lake)
     settings = Settings(deltalake={"table_path": str(root)})
+    engines = build_engines(settings)  # as `serve` builds them: its maintainer checkpoints
+    lake, engine = engines.lakehouse, engines.delta_rs
     table_policy = TablePolicy(
         retention_hours=0,  # compressed time: vacuum what maintenance removed, at once
         open_partition_age_seconds=args.open_age_seconds,
