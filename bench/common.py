@@ -499,9 +499,9 @@ def _client(
             payload = payloads[work.get_nowait()]
         except queue.Empty:
             return
-        if pace is not None:
-            pace.wait()
-        sent = time.perf_counter()
+        # open loop: timed from the request's place on the schedule, so a request that waited
+        # for a free client (all in flight) counts that wait (no coordinated omission)
+        sent = pace.wait() if pace is not None else time.perf_counter()
         log.first_send = min(log.first_send, sent)
         try:
             response = send(payload.data, remaining)
@@ -543,20 +543,23 @@ class Ingest:
 class Pacer:
     """An open-loop schedule shared by the client threads: request k is sent no earlier than
     `interval` * k after the first, so a run offers a fixed rate (behind schedule, a request
-    goes at once). Latency is timed from the actual send, as an exporter would see it."""
+    goes at once). Latency is timed from the scheduled time (`wait` returns it), so time a
+    request spent waiting for a client, because all were in flight, is counted."""
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self._lock = threading.Lock()
         self._next: float | None = None
 
-    def wait(self) -> None:
+    def wait(self) -> float:
+        """Sleep until the next request's scheduled time; return that time."""
         with self._lock:
             at = time.perf_counter() if self._next is None else self._next
             self._next = at + self.interval
         delay = at - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
+        return at
 
 
 def drive(
