@@ -190,9 +190,10 @@ class GroupCommitBuffer:
         pending.batches.append(data)
         if position is not None:
             pending.positions.append(position)
+        nbytes = data.nbytes  # not free: pyarrow walks every buffer's referenced range
         pending.rows += data.num_rows
-        pending.nbytes += data.nbytes
-        self._bytes += data.nbytes
+        pending.nbytes += nbytes
+        self._bytes += nbytes
         if pending.rows >= self.max_rows:
             self._seal(name)
         return future
