@@ -207,8 +207,7 @@ def test_the_cached_handle_reads_the_log_tail_only_after_another_writers_commit(
     monkeypatch.setattr(DeltaTable, "update_incremental", counted)
     writer.append("spans", rows)
     assert reloads == [1]  # only the handle following its own commit (1 -> 2)
-    reloads.clear()
     DeltaRsEngine(Lakehouse(str(tmp_path))).append("spans", rows)  # another writer: 3
-    reloads.clear()
+    reloads.clear()  # the other writer's own reloads
     assert writer.append("spans", rows) == 4
     assert reloads == [2, 3]  # the other writer's commit read, then its own

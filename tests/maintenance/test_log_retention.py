@@ -90,17 +90,22 @@ def bridge_settings(path: Path, interval: float) -> Settings:
     return Settings(deltalake={"table_path": str(path), "table": table})
 
 
+def append_past_expiry(engines, path: Path) -> None:
+    """14 appends through the bridge's writer; the first 9 entries are 3 h old (expired at a
+    2 h retention) before the last 5, which pass the checkpoint at version 12."""
+    rng = random.Random(5)
+    for i in range(14):
+        if i == 9:
+            age_log(path, 3)
+        engines.delta_rs.append("spans", spans(rng, 5, utc_today(), i * 5))
+
+
 def test_the_bridges_appends_leave_expired_log_entries_to_its_maintainer(tmp_path: Path) -> None:
     """delta-rs's own cleanup after each commit lists the whole log; with a maintainer that
     checkpoints, the bridge's appends skip it and the maintenance checkpoint removes them."""
     engines = build_engines(bridge_settings(tmp_path, 3600))
     assert not engines.lakehouse.expired_logs_on_commit
-    rng = random.Random(5)
-    for i in range(9):
-        engines.delta_rs.append("spans", spans(rng, 5, utc_today(), i * 5))
-    age_log(tmp_path, 3)
-    for i in range(9, 14):  # past the checkpoint at version 12
-        engines.delta_rs.append("spans", spans(rng, 5, utc_today(), i * 5))
+    append_past_expiry(engines, tmp_path)
     assert commits(tmp_path)[0] == 0  # expired, but left in place by the appends
 
     table = spans_table(tmp_path, log_retention_hours=2)
@@ -112,11 +117,6 @@ def test_the_bridges_appends_leave_expired_log_entries_to_its_maintainer(tmp_pat
 def test_without_a_maintainer_delta_rs_removes_expired_log_entries_itself(tmp_path: Path) -> None:
     engines = build_engines(bridge_settings(tmp_path, 0))  # maintenance off
     assert engines.lakehouse.expired_logs_on_commit
-    rng = random.Random(5)
-    for i in range(9):
-        engines.delta_rs.append("spans", spans(rng, 5, utc_today(), i * 5))
-    age_log(tmp_path, 3)
-    for i in range(9, 14):
-        engines.delta_rs.append("spans", spans(rng, 5, utc_today(), i * 5))
+    append_past_expiry(engines, tmp_path)
     assert commits(tmp_path)[0] > 0
     assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table(columns=["span_id"]).num_rows == 70
