@@ -70,7 +70,6 @@ def span_batch(rng: np.random.Generator, n: int) -> tuple[pa.Table, list[str]]:
         ),
         "kind": pa.array(["SPAN_KIND_SERVER"] * n),
         "start_time_unix_nano": pa.array(start),
-        "end_time_unix_nano": pa.array(start + duration),
         "duration_ns": pa.array(duration),
         "status_code": pa.array(
             np.where(error, "STATUS_CODE_ERROR", "STATUS_CODE_UNSET").astype(object)

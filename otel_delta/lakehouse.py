@@ -36,7 +36,7 @@ from otel_delta.errors import (
 )
 from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES, Layout
 from otel_delta.tables.layout import column_encodings
-from otel_delta.tables.schemas import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
+from otel_delta.tables.versions import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -91,7 +91,7 @@ impl LinkColumns {
 #[derive(Default)]
 struct SpanColumns {
     start: Vec<i64>,
-    end: Vec<i64>,
+    duration: Vec<i64>, // end − start, wrapping: the end itself is not stored (tables/versions.py)
     trace_id: StringBuilder,
     span_id: StringBuilder,
     parent: StringBuilder,
@@ -119,8 +119,9 @@ impl SpanColumns {
         self.flags.push(span.flags as i64);
         self.name.append_value(&span.name);
         self.kind.append_value(kind_name(span.kind));
-        self.start.push(span.start_time_unix_nano as i64);
-        self.end.push(span.end_time_unix_nano as i64);
+        let (start, end) = (span.start_time_unix_nano as i64, span.end_time_unix_nano as i64);
+        self.start.push(start);
+        self.duration.push(end.wrapping_sub(start));
         let (code, message) = span.status.as_ref().map_or((0, ""), |s| (s.code, s.message.as_str()));
         self.status_code.append_value(status_name(code));
         self.status_message.append_value(message);
@@ -184,8 +185,6 @@ pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Out
     let fields = crate::schema_of(schemas, "spans")?.fields();
     let mut columns = ctx.finish(fields)?;
     let (start_time, date) = timestamp_and_date(&spans.start);
-    let duration: Vec<i64> =
-        spans.end.iter().zip(&spans.start).map(|(e, s)| e.wrapping_sub(*s)).collect();
     columns.put("date", date);
     columns.put("start_time", start_time);
     columns.put("trace_id", strings(spans.trace_id));
@@ -196,8 +195,7 @@ pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Out
     columns.put("name", strings(spans.name));
     columns.put("kind", strings(spans.kind));
     columns.put("start_time_unix_nano", int64(spans.start));
-    columns.put("end_time_unix_nano", int64(spans.end));
-    columns.put("duration_ns", int64(duration));
+    columns.put("duration_ns", int64(spans.duration));
     columns.put("status_code", strings(spans.status_code));
     columns.put("status_message", strings(spans.status_message));
     spans.attributes.finish(fields, ["attributes", "attribute_types"], &mut columns);

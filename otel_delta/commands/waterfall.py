@@ -17,7 +17,7 @@ BAR = "█"
 RED = "\x1b[31m"
 DIM = "\x1b[2m"
 RESET = "\x1b[0m"
-NEEDED = ("span_id", "parent_span_id", "name", "start_time_unix_nano", "end_time_unix_nano")
+NEEDED = ("span_id", "parent_span_id", "name", "start_time_unix_nano", "duration_ns")
 
 
 @dataclass
@@ -51,7 +51,7 @@ def _spans(spans: pa.Table) -> list[_Span]:
     out = []
     for row in rows:
         start = row["start_time_unix_nano"] or 0
-        end = max(row["end_time_unix_nano"] or start, start)
+        end = max(start + (row["duration_ns"] or 0), start)
         events = [e["time_unix_nano"] for e in row.get("events") or [] if e.get("time_unix_nano")]
         out.append(
             _Span(

@@ -57,7 +57,7 @@ from otel_delta.lakehouse import CHANGE_DATA_FEED, METRICS_PREFIX
 from otel_delta.privacy import keyed_hash
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
-from otel_delta.tables.schemas import SCHEMA_VERSION_PROPERTY
+from otel_delta.tables.versions import SCHEMA_VERSION_PROPERTY
 
 if TYPE_CHECKING:
     from otel_delta.config import DeltaLakeSettings

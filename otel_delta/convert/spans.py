@@ -178,7 +178,6 @@ def spans_to_arrow(request: ExportTraceServiceRequest) -> Converted:
         "name": pa.array(name, pa.string()),
         "kind": pa.array(kind, pa.string()),
         "start_time_unix_nano": start_nanos,
-        "end_time_unix_nano": end_nanos,
         "duration_ns": pc.subtract(end_nanos, start_nanos),
         "status_code": pa.array(status_code, pa.string()),
         "status_message": pa.array(status_message, pa.string()),

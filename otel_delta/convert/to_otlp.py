@@ -99,6 +99,14 @@ def _id(hex_text: str | None) -> bytes:
     return bytes.fromhex(hex_text or "")
 
 
+def _end_time(row: Row) -> int:
+    """A span's OTLP end time: stored by schema version 1, `start + duration` since
+    (tables/versions.py), both as uint64 bit patterns."""
+    if row.get("end_time_unix_nano") is not None:
+        return _u64(row["end_time_unix_nano"])
+    return _u64((row["start_time_unix_nano"] or 0) + (row["duration_ns"] or 0))
+
+
 def spans_from_arrow(table: pa.Table) -> ExportTraceServiceRequest:
     request = ExportTraceServiceRequest()
     grouper = _Grouper(request.resource_spans, "scope_spans")
@@ -114,7 +122,7 @@ def spans_from_arrow(table: pa.Table) -> ExportTraceServiceRequest:
                 name=row["name"],
                 kind=enum_value(Span.SpanKind, row["kind"]),
                 start_time_unix_nano=_u64(row["start_time_unix_nano"]),
-                end_time_unix_nano=_u64(row["end_time_unix_nano"]),
+                end_time_unix_nano=_end_time(row),
                 attributes=_attrs(row),
                 dropped_attributes_count=row["dropped_attributes_count"],
                 events=[

@@ -34,31 +34,19 @@ from otel_delta.errors import CommitError, RowsRejectedError, describe
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
+from otel_delta.tables.versions import conform
 
 log = logging.getLogger(__name__)
 
 TRANSIENT_RETRIES = 3  # attempts after the first, for I/O errors and races delta-rs gave up on
 
 
-def with_evolved_columns(table: DeltaTable, data: pa.Table) -> pa.Table:
-    """`data` plus NULL columns for any nullable column added to the table since (schema
-    evolution through the connector), so appends keep working on an evolved table."""
-    schema = pa.schema(table.schema().to_arrow())
-    if len(schema) == data.num_columns:
-        return data
-    for column in schema:
-        if column.name not in data.column_names:
-            data = data.append_column(column, pa.nulls(data.num_rows, column.type))
-    return data
-
-
-def _writes_own_files(table: DeltaTable, data: pa.Table) -> bool:
+def _writes_own_files(table: DeltaTable, schema: pa.Schema, data: pa.Table) -> bool:
     """May this append write its files itself? Only when the files are the table's rows as
-    plain Parquet in the table's own types, and nothing (a CHECK constraint) needs delta-rs's
-    writer to check rows; otherwise delta-rs writes them."""
+    plain Parquet in the table's own types (`schema`), and nothing (a CHECK constraint) needs
+    delta-rs's writer to check rows; otherwise delta-rs writes them."""
     if not_appendable(table) is not None or not plain_parquet(table):
         return False
-    schema = pa.schema(table.schema().to_arrow())
     return [(f.name, f.type) for f in schema] == [(f.name, f.type) for f in data.schema]
 
 
@@ -174,8 +162,9 @@ class DeltaRsEngine:
         data: pa.Table,
         app_transaction: Transaction | None,
     ) -> None:
-        data = with_evolved_columns(table, data)
-        if _writes_own_files(table, data):
+        schema = pa.schema(table.schema().to_arrow())
+        data = conform(table_name, schema, data)  # an evolved or older-version table's columns
+        if _writes_own_files(table, schema, data):
             self._write_files(table_name, table, data, app_transaction)
             return
         write_deltalake(

@@ -20,6 +20,7 @@ from otel_delta.engines.base import rows_rejected
 from otel_delta.errors import CommitError, RowsRejectedError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.sql import quote_identifier
+from otel_delta.tables.versions import retired
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -28,6 +29,7 @@ RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+ANSI_MODE = "spark.sql.ansi.enabled"
 
 
 def spark_schema(schema: pa.Schema) -> Any:
@@ -35,6 +37,32 @@ def spark_schema(schema: pa.Schema) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
+
+
+def with_table_columns(table_name: str, columns: list[str], frame: DataFrame) -> DataFrame:
+    """`frame` (rows of the current schema) with the retired columns the table still has,
+    computed by their SQL (tables/versions.py), in the table's column order; Delta fills a
+    column added by schema evolution with NULL by itself."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    derived = retired(table_name)
+    missing = [name for name in columns if name in derived and name not in frame.columns]
+    if not missing:
+        return frame
+    # Analysed with ANSI mode off, the sum wraps in 64 bits as the stored bit patterns do (an
+    # end time past 2^63 ns) instead of failing the commit; the plan keeps that mode after.
+    session = frame.sparkSession
+    ansi = session.conf.get(ANSI_MODE)
+    session.conf.set(ANSI_MODE, "false")
+    try:
+        for name in missing:
+            column = derived[name]
+            frame = frame.withColumn(name, F.expr(column.sql).cast(from_arrow_type(column.type)))
+    finally:
+        session.conf.set(ANSI_MODE, ansi)
+    order = [name for name in columns if name in frame.columns]
+    return frame.select(*order, *[name for name in frame.columns if name not in order])
 
 
 def size_for_local(spark: SparkSession) -> None:
@@ -110,7 +138,9 @@ class SparkEngine:
         user_metadata: str | None = None,
     ) -> int:
         """One Delta commit of `frame` to a telemetry table (created first if absent)."""
-        self.lakehouse.create_table(table_name)
+        table = self.lakehouse.create_table(table_name)
+        columns = [field.name for field in table.schema().fields]
+        frame = with_table_columns(table_name, columns, frame)
         return self.save(table_name, self.uri(table_name), frame, app_transaction, user_metadata)
 
     def save(

@@ -33,6 +33,7 @@ from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.tables import TABLES
 from otel_delta.tables.layout import Layout
 from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
+from otel_delta.tables.versions import conform
 
 STATS = ""  # `table` of a task's stats row: messages in `rows`, rejected items in `rejected`
 MESSAGE_COLUMNS = ("topic", "partition", "offset", "value")
@@ -59,12 +60,17 @@ class FileTarget:
     compression: str
     compression_level: int
     stats_columns: dict[str, frozenset[str] | None]  # per table: None = every column
+    # per existing table, its own schema (an older version's or evolved); others: the current
+    schemas: dict[str, pa.Schema]
 
     def write(self, name: str, rows: pa.Table) -> list[dict]:
         telemetry = name != DEAD_LETTER_TABLE
+        schema = self.schemas.get(name, TABLES[name].schema) if telemetry else DEAD_LETTERS
+        if telemetry:
+            rows = conform(name, schema, rows)
         files = write_partitioned(
             rows,
-            TABLES[name].schema if telemetry else DEAD_LETTERS,
+            schema,
             self.partition_by if telemetry else (),
             table_filesystem(table_uri(self.root, name), self.storage),
             TABLES[name].layout if telemetry else Layout(),

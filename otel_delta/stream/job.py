@@ -24,6 +24,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from deltalake import DeltaTable, Transaction
 from deltalake.exceptions import TableNotFoundError
 
@@ -192,13 +193,16 @@ class BatchWriter:
 
 def file_target(lakehouse: Lakehouse, topics: dict[str, str]) -> FileTarget:
     """How the executors write: the lake's codec and partitioning, and per table the columns
-    its log keeps statistics of (an existing table's own setting, else what creating it sets)."""
+    its log keeps statistics of (an existing table's own setting, else what creating it sets)
+    and the schema of an existing table (which may be an older version's)."""
     names = {t for signal in topics.values() for t in SIGNALS_BY_NAME[signal].tables}
     stats: dict[str, frozenset[str] | None] = {}
+    schemas: dict[str, pa.Schema] = {}
     for name in sorted(names):
         try:
             delta = DeltaTable(lakehouse.uri(name), storage_options=lakehouse.storage)
             configured = stats_columns(delta)
+            schemas[name] = pa.schema(delta.schema().to_arrow())
         except TableNotFoundError:
             named = lakehouse.table_properties(name).get(STATS_COLUMNS)
             configured = {c.strip() for c in named.split(",")} if named else None
@@ -210,6 +214,7 @@ def file_target(lakehouse: Lakehouse, topics: dict[str, str]) -> FileTarget:
         compression=lakehouse.compression,
         compression_level=lakehouse.compression_level,
         stats_columns=stats,
+        schemas=schemas,
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES, Layout
-from otel_delta.tables.schemas import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
+from otel_delta.tables.versions import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 
 NOTES = {
     "service_name": "resource `service.name` (`unknown_service` when absent); partition column",
@@ -20,7 +20,8 @@ NOTES = {
     "parent_span_id": "lowercase hex; empty string for root spans",
     "kind": "`SPAN_KIND_*` enum name (unknown values as their number)",
     "status_code": "`STATUS_CODE_UNSET` / `_OK` / `_ERROR`",
-    "duration_ns": "`end_time_unix_nano - start_time_unix_nano`",
+    "duration_ns": "OTLP end time minus start time; the end time is "
+    "`start_time_unix_nano + duration_ns` (not stored since schema version 2)",
     "attributes": "attribute values as text, by key: `attributes['http.route']`",
     "attribute_types": "type of each non-string attribute (see below)",
     "events": "span events, each with its own attributes",
@@ -118,17 +119,20 @@ with a sparse type sidecar that only the exact-round-trip path needs.
 """
 
 
-def layout_notes(layout: Layout) -> str:
-    """How a table's files are laid out (otel_delta/tables/layout.py), as a list."""
+def layout_notes(layout: Layout, schema: pa.Schema) -> str:
+    """How a table's files are laid out (otel_delta/tables/layout.py), as a list; columns
+    only older schema versions have are left out."""
+    entries = (
+        ("sorted by {} when compacted", layout.cluster_columns),
+        ("{} DELTA_BINARY_PACKED", layout.delta_columns),
+        ("{} without dictionary", layout.plain_columns),
+        ("Delta statistics (file skipping) on {}", layout.stats_columns),
+    )
     lines = []
-    if layout.cluster_columns:
-        lines.append(f"sorted by {_names(layout.cluster_columns)} when compacted")
-    if layout.delta_columns:
-        lines.append(f"{_names(layout.delta_columns)} DELTA_BINARY_PACKED")
-    if layout.plain_columns:
-        lines.append(f"{_names(layout.plain_columns)} without dictionary")
-    if layout.stats_columns:
-        lines.append(f"Delta statistics (file skipping) on {_names(layout.stats_columns)}")
+    for text, columns in entries:
+        present = tuple(c for c in columns if c in schema.names)
+        if present:
+            lines.append(text.format(_names(present)))
     return "".join(f"- {line}\n" for line in lines) + "\n" if lines else ""
 
 
@@ -139,7 +143,8 @@ def _names(columns: tuple[str, ...]) -> str:
 def render() -> str:
     parts = [HEADER]
     for spec in TABLES.values():
-        parts.append(f"\n## `{spec.name}`\n\n{spec.description}.\n\n{layout_notes(spec.layout)}")
+        notes = layout_notes(spec.layout, spec.schema)
+        parts.append(f"\n## `{spec.name}`\n\n{spec.description}.\n\n{notes}")
         parts.append("| column | type | notes |\n")
         parts.append("|---|---|---|\n")
         for field in spec.schema:

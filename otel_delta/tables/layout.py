@@ -93,6 +93,7 @@ def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
 
 SPAN_LAYOUT = Layout(
     plain_columns=("span_id", "parent_span_id", "trace_id", "duration_ns"),
+    # end_time_unix_nano: stored by tables of schema version 1 only (tables/versions.py)
     delta_columns=("start_time_unix_nano", "end_time_unix_nano", "start_time"),
     cluster_columns=("trace_id", "start_time_unix_nano"),
     stats_columns=(
@@ -101,7 +102,6 @@ SPAN_LAYOUT = Layout(
         "name",
         "kind",
         "start_time_unix_nano",
-        "end_time_unix_nano",
         "duration_ns",
         "status_code",
         "scope_name",

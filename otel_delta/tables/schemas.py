@@ -6,14 +6,13 @@ Conventions (documented for users in docs/schema.md):
   (uint64 values above 2^63-1 are stored bit-for-bit, so they read back negative);
 - attributes are `MAP<STRING,STRING>` readable by key, plus a sparse `*_types` map that records
   the original type of every value that was not a plain string (see convert/anyvalue.py).
+
+These are the current version's schemas (tables/versions.py: what older versions stored).
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
-
-SCHEMA_VERSION = 1
-SCHEMA_VERSION_PROPERTY = "otel_delta.schemaVersion"
 
 STRING = pa.string()
 INT64 = pa.int64()
@@ -81,7 +80,6 @@ SPANS = pa.schema(
         pa.field("name", STRING),
         pa.field("kind", STRING),
         pa.field("start_time_unix_nano", INT64),
-        pa.field("end_time_unix_nano", INT64),
         pa.field("duration_ns", INT64),
         pa.field("status_code", STRING),
         pa.field("status_message", STRING),

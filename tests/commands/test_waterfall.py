@@ -28,7 +28,7 @@ def span(
         "name": name,
         "service_name": service,
         "start_time_unix_nano": T0 + start_ms * MS,
-        "end_time_unix_nano": T0 + end_ms * MS,
+        "duration_ns": (end_ms - start_ms) * MS,
         "status_code": status,
         "events": [{"time_unix_nano": T0 + e * MS, "name": "e"} for e in events],
     }

@@ -20,7 +20,7 @@ from otel_delta.errors import (
     VersionNotFoundError,
 )
 from otel_delta.tables import TABLES
-from otel_delta.tables.schemas import SCHEMA_VERSION
+from otel_delta.tables.versions import SCHEMA_VERSION
 from tests.connector import data
 
 pytestmark = pytest.mark.e2e  # tables written by a real bridge (gRPC server)

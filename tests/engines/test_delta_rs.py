@@ -13,7 +13,7 @@ from otel_delta.convert import spans_to_arrow
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.errors import CommitError
 from otel_delta.lakehouse import READ_VERSION, Lakehouse
-from otel_delta.tables.schemas import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
+from otel_delta.tables.versions import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 from tests import corpus
 from tests.test_cli import one_span_request
 

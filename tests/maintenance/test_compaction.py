@@ -44,7 +44,7 @@ def spans(
                 "span_id": f"{i:016x}",
                 "name": rng.choice(["GET /cart", "SELECT products", "publish orders"]),
                 "start_time_unix_nano": start,
-                "end_time_unix_nano": start + rng.randrange(10**9),
+                "duration_ns": rng.randrange(10**9),
                 "attributes": [("http.route", rng.choice(["/cart", "/pay"]))],
                 "status_message": "x" * rng.choice([0, 200]),  # too long for a log statistic
             }

@@ -12,17 +12,23 @@ import polars as pl
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.maintenance import compaction
 from otel_delta.tables import TABLES
-from tests.tables.test_layout import spans_table
+from otel_delta.tables.versions import RETIRED
+from tests.tables.test_layout import interleaved_traces, spans_table
+from tests.tables.test_versions import request_end_times
 
 pytestmark = pytest.mark.e2e
 
 SCALARS = ["trace_id", "span_id", "parent_span_id", "name", "start_time_unix_nano",
-           "end_time_unix_nano", "duration_ns"]  # fmt: skip
+           "duration_ns"]  # fmt: skip
+# the OTLP end time of each span sent, and the SQL that gives it back (schema version 2)
+SENT_END_TIMES = request_end_times(ExportTraceServiceRequest.FromString(interleaved_traces()))
+(END_TIME,) = (column.sql for column in RETIRED if column.name == "end_time_unix_nano")
 
 
 def rows(table: pa.Table) -> list[tuple]:
@@ -67,9 +73,11 @@ def test_polars_reads_every_row_and_finds_a_trace(written) -> None:
     trace_id, count = some_trace(data)
     found = pl.scan_delta(str(path)).filter(pl.col("trace_id") == trace_id).collect()
     assert found.height == count
-    assert (found["end_time_unix_nano"] - found["start_time_unix_nano"]).to_list() == found[
-        "duration_ns"
-    ].to_list()
+    # the span's end time, as a user computes it (tables/versions.py)
+    ends = found.select(end=pl.col("start_time_unix_nano") + pl.col("duration_ns"))["end"]
+    assert dict(zip(found["span_id"].to_list(), ends.to_list(), strict=True)) == {
+        span_id: SENT_END_TIMES[span_id] for span_id in found["span_id"].to_list()
+    }
 
 
 def test_duckdb_reads_every_row_and_finds_a_trace(written) -> None:
@@ -80,10 +88,11 @@ def test_duckdb_reads_every_row_and_finds_a_trace(written) -> None:
     assert rows(connection.sql("SELECT * FROM spans").to_arrow_table()) == rows(data)
     trace_id, count = some_trace(data)
     found = connection.execute(
-        "SELECT span_id, duration_ns FROM spans WHERE trace_id = ? ORDER BY start_time_unix_nano",
+        f"SELECT span_id, {END_TIME} FROM spans WHERE trace_id = ? ORDER BY start_time_unix_nano",
         [trace_id],
     ).fetchall()
     assert len(found) == count
+    assert dict(found) == {span_id: SENT_END_TIMES[span_id] for span_id, _ in found}
 
 
 def test_spark_reads_every_row_and_finds_a_trace(written, spark) -> None:
@@ -92,5 +101,10 @@ def test_spark_reads_every_row_and_finds_a_trace(written, spark) -> None:
     assert rows(frame.toArrow()) == rows(data)
     trace_id, count = some_trace(data)
     frame.createOrReplaceTempView("layout_spans")
-    found = spark.sql(f"SELECT span_id FROM layout_spans WHERE trace_id = '{trace_id}'").collect()
+    found = spark.sql(
+        f"SELECT span_id, {END_TIME} AS end FROM layout_spans WHERE trace_id = '{trace_id}'"
+    ).collect()
     assert len(found) == count
+    assert {row.span_id: row.end for row in found} == {
+        row.span_id: SENT_END_TIMES[row.span_id] for row in found
+    }
