@@ -56,7 +56,7 @@ from otel_delta.errors import (
 from otel_delta.lakehouse import CHANGE_DATA_FEED, METRICS_PREFIX
 from otel_delta.privacy import keyed_hash
 from otel_delta.retry import retrying
-from otel_delta.tables import TABLES
+from otel_delta.tables import TABLES, versions
 from otel_delta.tables.versions import SCHEMA_VERSION_PROPERTY
 
 if TYPE_CHECKING:
@@ -215,7 +215,8 @@ class Table:
                 )
             self.update_schema([data.schema.field(n) for n in new])
             schema = self.schema
-        return upsert_ops.conform(data, schema)
+        # a table of an older schema version: its retired columns computed (tables/versions.py)
+        return upsert_ops.conform(versions.conform(self.name, schema, data), schema)
 
     @measured("upsert")
     def upsert(

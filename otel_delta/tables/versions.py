@@ -38,7 +38,8 @@ class RetiredColumn:
     name: str
     type: pa.DataType
     retired_in: int  # the first schema version without it
-    sql: str  # its value over the current columns, in SQL every reader accepts
+    inputs: tuple[str, ...]  # the current columns it is a function of
+    sql: str  # its value over them, in SQL every reader accepts
     compute: Callable[[pa.Table], pa.ChunkedArray]  # the same, on a table of current rows
 
 
@@ -48,6 +49,7 @@ RETIRED: tuple[RetiredColumn, ...] = (
         name="end_time_unix_nano",
         type=pa.int64(),
         retired_in=2,
+        inputs=("start_time_unix_nano", "duration_ns"),
         sql="start_time_unix_nano + duration_ns",
         # unchecked: both are stored bit-for-bit from uint64, so the sum is too
         compute=lambda rows: pc.add(rows["start_time_unix_nano"], rows["duration_ns"]),
@@ -62,9 +64,9 @@ def retired(table: str) -> dict[str, RetiredColumn]:
 
 def conform(table: str, table_schema: pa.Schema, rows: pa.Table) -> pa.Table:
     """`rows` of the current schema laid out as the table at hand stores them: its columns in
-    its order, a retired column it still has computed, a nullable column added to it since
-    (schema evolution through the connector) NULL. Columns the table lacks stay, after the
-    others, for the writer to refuse."""
+    its order, a retired column it still has computed (NULL if the rows lack its inputs), a
+    nullable column added to it since (schema evolution through the connector) NULL. Columns
+    the table lacks stay, after the others, for the writer to refuse."""
     if rows.schema.names == table_schema.names:
         return rows
     derived = retired(table)
@@ -74,7 +76,7 @@ def conform(table: str, table_schema: pa.Schema, rows: pa.Table) -> pa.Table:
         names.append(field.name)
         if field.name in rows.column_names:
             arrays.append(rows[field.name])
-        elif field.name in derived:
+        elif field.name in derived and set(derived[field.name].inputs) <= set(rows.column_names):
             arrays.append(derived[field.name].compute(rows).cast(field.type))
         else:
             arrays.append(pa.nulls(rows.num_rows, field.type))

@@ -185,3 +185,19 @@ def test_spark_appends_keep_a_version_1_table_complete(tmp_path: Path, spark) ->
         .collect()
     )
     assert row.wrong == 0 and row.n == stored.num_rows - 1
+
+
+def test_connector_upserts_keep_a_version_1_table_complete(tmp_path: Path) -> None:
+    from otel_delta.connector import DeltaConfig, DeltaLakeConnector
+
+    uri = create_v1_spans(tmp_path)
+    first = ExportTraceServiceRequest.FromString(interleaved_traces(traces=4))
+    spans = DeltaLakeConnector(DeltaConfig.for_path(tmp_path)).table("spans")
+    assert spans.upsert(first).inserted == 24
+    again = ExportTraceServiceRequest.FromString(interleaved_traces(traces=4))
+    for span in again.resource_spans[0].scope_spans[0].spans:
+        span.end_time_unix_nano += 5  # a changed end time: updated in place
+    assert spans.upsert(again).updated == 24
+    stored = DeltaTable(uri).to_pyarrow_table()
+    assert stored.schema.names == v1_spans_schema().names
+    assert_end_times(stored, again)
