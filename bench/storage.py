@@ -43,6 +43,7 @@ from otel_delta.convert import metrics_to_arrow
 from otel_delta.convert.native import native_converter
 from otel_delta.maintenance import compaction
 from otel_delta.tables import TABLES
+from otel_delta.tables.layout import COMPACTION_LEVEL
 
 RESULTS_FILE = RESULTS_DIR / "storage-latest.json"
 GZIP_LEVEL = 6  # compress/gzip's default, which the Collector's gzip compression uses
@@ -193,7 +194,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--traces", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--level", type=int, default=9, help="compaction zstd level")
+    parser.add_argument("--level", type=int, default=COMPACTION_LEVEL, help="compaction zstd level")
     args = parser.parse_args()
     started = time.monotonic()
     corpus = build_corpus(args.traces, seed=args.seed)

@@ -31,6 +31,7 @@ from pydantic_settings import (
 
 from otel_delta.errors import ConfigError
 from otel_delta.tables import DEFAULT_PARTITION_BY, partitionable_columns
+from otel_delta.tables.layout import COMPACTION_LEVEL
 
 DEFAULT_CONFIG_FILE = "deltalake.toml"
 KIB = 1024
@@ -201,7 +202,7 @@ class TableSettings(Section):
     # are this old (0 = today's partition is left to the compaction after the day closes)
     open_partition_compaction_age_seconds: float = Field(900.0, ge=0, le=30 * DAY)
     # zstd (or gzip/brotli) level of the files that compaction of today's partition writes
-    compaction_compression_level: int = Field(9, ge=1, le=22)
+    compaction_compression_level: int = Field(COMPACTION_LEVEL, ge=1, le=22)
     # Delta's change data feed (delta.enableChangeDataFeed) on every telemetry table: inserts,
     # updates and deletes readable by version range (Table.changes, Spark readChangeFeed)
     change_data_feed: bool = False

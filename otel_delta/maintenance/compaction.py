@@ -51,7 +51,7 @@ from otel_delta.engines.data_files import (
     stats_columns,
 )
 from otel_delta.lakehouse import column_properties
-from otel_delta.tables.layout import Layout, parquet_options
+from otel_delta.tables.layout import COMPACTION_LEVEL, Layout, parquet_options
 
 ROW_GROUP_ROWS = 128 * 1024  # rows per row group of a compacted file: narrow trace id ranges
 # Input (compressed bytes on disk) of one rewrite. The rows are sorted in memory, and decoded
@@ -67,7 +67,7 @@ class RewriteOptions:
     """How rewritten files are encoded and committed."""
 
     compression: str = "ZSTD"
-    compression_level: int = 9
+    compression_level: int = COMPACTION_LEVEL
     max_commit_retries: int = 15
     group_input_bytes: int = GROUP_INPUT_BYTES
 

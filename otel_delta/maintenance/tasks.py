@@ -24,6 +24,7 @@ from otel_delta.errors import describe
 from otel_delta.maintenance import compaction
 from otel_delta.metrics import MAINTENANCE_RUNS, MAINTENANCE_SECONDS
 from otel_delta.tables import TABLES
+from otel_delta.tables.layout import COMPACTION_LEVEL
 
 if TYPE_CHECKING:
     from otel_delta.connector import Table
@@ -45,7 +46,7 @@ class TablePolicy:
     # closes); see otel_delta/maintenance/compaction.py
     open_partition_age_seconds: float = 900.0
     compression: str = "ZSTD"
-    compaction_compression_level: int = 9
+    compaction_compression_level: int = COMPACTION_LEVEL
     max_commit_retries: int = 15
 
 
