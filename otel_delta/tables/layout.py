@@ -80,6 +80,11 @@ def parquet_options(
         # and values) serve no reader's pruning and cost a comparison per value, 2.4% of the
         # bridge's CPU under the Collector load (perf)
         "write_statistics": [path for path in _leaf_paths(schema) if "." not in path],
+        # no ARROW:schema footer entry (a base64 copy of the Arrow schema): readers of a Delta
+        # table take the schema from its log, and the Parquet types say the rest. It was 5.5 of
+        # a spans file's 13.4 KB footer; bench/storage.py's first-written spans + logs are 8%
+        # smaller without it
+        "store_schema": False,
     }
 
 
