@@ -152,7 +152,9 @@ def write_partitioned(
     """Write `rows` (in the table `schema`, partition columns included) as one file per
     partition, in the order the rows came; returns the files' descriptions."""
     data_schema = pa.schema([f for f in schema if f.name not in partition_by])
-    options = parquet_options(layout, data_schema, compression, compression_level)
+    options = parquet_options(
+        layout, data_schema, compression, compression_level, columns_with_stats
+    )
     suffix = compression.lower()
     files = []
     for values, part in _partitions(rows, partition_by):

@@ -294,7 +294,10 @@ def rewrite(
     # and delta-rs encodes what it is given; an encoded path would name another file)
     first = unquote(group[0].path)
     directory = first.rsplit("/", 1)[0] if "/" in first else ""
-    encoding = parquet_options(layout, schema, options.compression, options.compression_level)
+    with_stats = stats_columns(delta)
+    encoding = parquet_options(
+        layout, schema, options.compression, options.compression_level, with_stats
+    )
     suffix = options.compression.lower()
     now_ms = int(time.time() * 1000)
     partition_values = dict(group[0].partition)
@@ -311,7 +314,7 @@ def rewrite(
         partition_values=partition_values,
         modification_time=now_ms,
         data_change=False,
-        stats=footer_stats(footer(filesystem, relative), schema, stats_columns(delta)),
+        stats=footer_stats(footer(filesystem, relative), schema, with_stats),
     )
     removes = [
         RemoveAction(

@@ -97,4 +97,6 @@ def test_the_writer_encodes_columns_by_the_layout(tmp_path: Path) -> None:
         if group.column(i).statistics is not None and group.column(i).statistics.has_min_max
     }
     assert {"trace_id", "name", "start_time_unix_nano"} <= with_stats
+    # and only for the columns the Delta log records statistics of (the layout's, here)
+    assert with_stats == set(TABLES["spans"].layout.stats_columns)
     assert not {path for path in with_stats if "." in path}, with_stats

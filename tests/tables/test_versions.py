@@ -132,9 +132,15 @@ def test_delta_rs_appends_keep_a_version_1_table_complete(tmp_path: Path) -> Non
     assert_end_times(stored, request)
     # written by the bridge's own writer in the table's layout: the end time delta-encoded
     (file,) = table.file_uris()
-    encodings = column_encodings(pq.ParquetFile(file.removeprefix("file://")))
+    parquet = pq.ParquetFile(file.removeprefix("file://"))
+    encodings = column_encodings(parquet)
     assert "end_time_unix_nano" in encodings
     assert_layout_encodings(encodings, v1_spans_schema().names)
+    # its statistics too, which that table's log records
+    end = parquet.schema_arrow.get_field_index("end_time_unix_nano")
+    assert parquet.metadata.row_group(0).column(end).statistics.has_min_max
+    (add,) = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    assert add["max.end_time_unix_nano"] == max(request_end_times(request).values())
 
 
 def test_a_new_table_records_the_current_version(tmp_path: Path) -> None:
