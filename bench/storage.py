@@ -43,7 +43,7 @@ from otel_delta.convert import metrics_to_arrow
 from otel_delta.convert.native import native_converter
 from otel_delta.maintenance import compaction
 from otel_delta.tables import TABLES
-from otel_delta.tables.layout import COMPACTION_LEVEL
+from otel_delta.tables.layout import COMPACTION_LEVEL, INGEST_LEVEL
 
 RESULTS_FILE = RESULTS_DIR / "storage-latest.json"
 GZIP_LEVEL = 6  # compress/gzip's default, which the Collector's gzip compression uses
@@ -56,7 +56,7 @@ TABLES_OF = {
 }
 EVERYTHING = 2**62  # a cutoff every file is older than
 # the baseline of our layout: delta-rs's defaults with the bridge's default codec
-DEFAULTS = WriterProperties(compression="ZSTD", compression_level=3)
+DEFAULTS = WriterProperties(compression="ZSTD", compression_level=INGEST_LEVEL)
 
 
 def requests_of(corpus: Corpus, signal: str) -> list[bytes]:

@@ -31,7 +31,7 @@ from pydantic_settings import (
 
 from otel_delta.errors import ConfigError
 from otel_delta.tables import DEFAULT_PARTITION_BY, partitionable_columns
-from otel_delta.tables.layout import COMPACTION_LEVEL
+from otel_delta.tables.layout import COMPACTION_LEVEL, INGEST_LEVEL
 
 DEFAULT_CONFIG_FILE = "deltalake.toml"
 KIB = 1024
@@ -188,7 +188,7 @@ class TableSettings(Section):
     """`[deltalake.table]`: file format and table maintenance."""
 
     compression: Compression = "ZSTD"
-    compression_level: int = Field(3, ge=1, le=22)
+    compression_level: int = Field(INGEST_LEVEL, ge=1, le=22)
     checkpoint_interval: int = Field(100, gt=0, le=1_000_000)
     optimize_enabled: bool = True
     vacuum_enabled: bool = True

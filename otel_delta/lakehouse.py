@@ -35,7 +35,7 @@ from otel_delta.errors import (
     describe,
 )
 from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES, Layout
-from otel_delta.tables.layout import column_encodings
+from otel_delta.tables.layout import INGEST_LEVEL, column_encodings
 from otel_delta.tables.versions import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class Lakehouse:
     partition_by: tuple[str, ...] = DEFAULT_PARTITION_BY
     storage_options: dict[str, str] = field(default_factory=dict)
     compression: str = "ZSTD"
-    compression_level: int = 3
+    compression_level: int = INGEST_LEVEL
     target_file_size: int = 128 * 1024 * 1024
     checkpoint_interval: int = 100
     change_data_feed: bool = False
