@@ -61,7 +61,8 @@ INGEST_LEVEL = 1
 class Layout:
     """Column encodings of one table's files, and the row order compaction gives them."""
 
-    plain_columns: tuple[str, ...] = ()  # values seldom repeat within a page: no dictionary
+    # values seldom repeat within a page: no dictionary (for a nested column, for its leaves)
+    plain_columns: tuple[str, ...] = ()
     delta_columns: tuple[str, ...] = ()  # int64 times: DELTA_BINARY_PACKED
     cluster_columns: tuple[str, ...] = ()  # compaction sorts rows by these (maintenance)
     # the columns whose min/max/null counts the Delta log records (delta.dataSkippingStatsColumns)
@@ -124,7 +125,10 @@ def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
 
 
 SPAN_LAYOUT = Layout(
-    plain_columns=("span_id", "parent_span_id", "trace_id", "duration_ns"),
+    # events and links: every leaf (exception messages and stack traces, linked ids) without
+    # dictionary; bench/storage.py's spans 46.6 -> 46.0 B as first written, 36.95 -> 36.81
+    # clustered, and about 5% less encoding time (2026-11-25)
+    plain_columns=("span_id", "parent_span_id", "trace_id", "duration_ns", "events", "links"),
     # end_time_unix_nano: stored by tables of schema version 1 only (tables/versions.py)
     delta_columns=("start_time_unix_nano", "end_time_unix_nano", "start_time"),
     cluster_columns=("trace_id", "start_time_unix_nano"),

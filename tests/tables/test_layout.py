@@ -63,7 +63,10 @@ def assert_layout_encodings(encodings: dict[str, set[str]], columns: list[str]) 
     for name in delta:
         assert "DELTA_BINARY_PACKED" in encodings[name], (name, encodings[name])
     for name in (*plain, *delta):
-        assert not encodings[name] & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}, encodings[name]
+        leaves = [path for path in encodings if path == name or path.startswith(f"{name}.")]
+        assert leaves, name
+        for leaf in leaves:
+            assert not encodings[leaf] & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}, leaf
 
 
 def column_encodings(parquet: pq.ParquetFile) -> dict[str, set[str]]:
