@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
 from otel_delta.connector.operation_metrics import OperationMetrics, measured
@@ -24,6 +23,8 @@ from otel_delta.connector.scan import RowGroupPlan, files_dataset, plan_row_grou
 from otel_delta.errors import InvalidQueryError, MissingDependencyError
 
 if TYPE_CHECKING:
+    import pyarrow.dataset as ds
+
     from otel_delta.connector.table import Table
 
 DEFAULT_BATCH_SIZE = 65_536

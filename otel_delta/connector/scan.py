@@ -14,18 +14,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
 from otel_delta.connector.predicates import Predicate
 from otel_delta.connector.pruning import FileStats, may_match
 from otel_delta.engines.data_files import local_filesystem
+
+if TYPE_CHECKING:  # imported where used: pyarrow.dataset loads pandas (bridge.py)
+    import pyarrow.dataset as ds
 
 # Row groups whose full columns are read together in one (multi-threaded) scan.
 MATCHED_CHUNK = 16
@@ -53,6 +55,8 @@ def files_dataset(delta: DeltaTable, files: list[FileStats]) -> ds.FileSystemDat
     pyarrow's native file system: delta-rs's is implemented in Python, so every file open
     holds the GIL.
     """
+    import pyarrow.dataset as ds
+
     if any(urlparse(f.path).scheme for f in files):  # absolute URIs (e.g. a shallow clone)
         everything = delta.to_pyarrow_dataset()
         by_path = {fragment.path: fragment for fragment in everything.get_fragments()}
@@ -173,9 +177,7 @@ def _matching_fragments(
     rows anyway).
     """
     available = [c for c in columns if c in dataset.schema.names]
-    subset = ds.FileSystemDataset(
-        fragments, dataset.schema, dataset.format, filesystem=dataset.filesystem
-    )
+    subset = _subset(dataset, fragments)
     scanner = subset.scanner(columns=available, batch_size=batch_size)
     pending: list[pa.RecordBatch] = []
     rows, current, last, tested = 0, -1, -1, 0
@@ -220,10 +222,15 @@ def _same(planned: ds.ParquetFileFragment, scanned: ds.Fragment) -> bool:
 def _scan(
     dataset: ds.FileSystemDataset, fragments: list[ds.Fragment], columns: list[str], size: int
 ) -> Iterator[pa.RecordBatch]:
-    subset = ds.FileSystemDataset(
+    return _subset(dataset, fragments).scanner(columns=columns, batch_size=size).to_batches()
+
+
+def _subset(dataset: ds.FileSystemDataset, fragments: list[ds.Fragment]) -> ds.FileSystemDataset:
+    import pyarrow.dataset as ds
+
+    return ds.FileSystemDataset(
         fragments, dataset.schema, dataset.format, filesystem=dataset.filesystem
     )
-    return subset.scanner(columns=columns, batch_size=size).to_batches()
 
 
 def _take(items: Iterator[ds.Fragment], n: int) -> list[ds.Fragment]:

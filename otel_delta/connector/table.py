@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 from deltalake import Field as DeltaField
 from deltalake.exceptions import DeltaError
@@ -478,6 +477,8 @@ class Table:
     ) -> int:
         """Rewrite one partition with its selected rows redacted (one commit, which replaces
         exactly that partition's files); returns the rows that changed."""
+        import pyarrow.dataset as ds  # here: its import loads pandas (bridge.py)
+
         data = self.query().filter(scope).to_arrow()
         selected = (  # the selection's truth per row (NULL = not selected)
             ds.dataset(data).to_table(columns={"m": selection.to_arrow()}).column("m")

@@ -366,7 +366,10 @@ def _discard_unless_committed(
 def _read(filesystem: pa_fs.FileSystem, path: str, schema: pa.Schema) -> pa.Table:
     """A file's rows in the table schema (columns added since it was written come back null;
     string_view and large types written by other writers are cast to the table's)."""
-    table = pq.read_table(path, filesystem=filesystem)
+    # ParquetFile, not pq.read_table: that goes through pyarrow.dataset, whose import loads
+    # pandas into the bridge (bridge.py)
+    with filesystem.open_input_file(path) as file:
+        table = pq.ParquetFile(file).read()
     columns = []
     for field in schema:
         if field.name in table.column_names:
