@@ -7,12 +7,12 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from otel_delta.admin import AdminServer, Check, Gauge
 from otel_delta.auth import BearerToken
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.config import Settings
+from otel_delta.connector import DeltaLakeConnector
 from otel_delta.engines import Engines
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.maintenance import Maintainer
@@ -20,11 +20,9 @@ from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.pipeline import Decoder, ExportPipeline, use_native
 from otel_delta.pipeline.dead_letters import DeadLetters
 from otel_delta.pipeline.replay import replay
+from otel_delta.remote.service import ConnectorServer
 from otel_delta.transports import GrpcTransport, HttpTransport
 from otel_delta.wal import WriteAheadLog
-
-if TYPE_CHECKING:
-    from otel_delta.remote.service import ConnectorServer
 
 log = logging.getLogger(__name__)
 
@@ -112,11 +110,6 @@ class Bridge:
             self.maintainer = Maintainer(policy)
             self.maintainer.start()
         if remote.enabled:
-            # imported here: the connector's queries need pyarrow.dataset, whose import loads
-            # pandas (about 47 MiB of RSS), which a bridge without this service never needs
-            from otel_delta.connector import DeltaLakeConnector
-            from otel_delta.remote.service import ConnectorServer
-
             connector = DeltaLakeConnector(self.settings)
             self.connector_server = ConnectorServer(connector, remote.endpoint, token)
             self.connector_port = self.connector_server.start()

@@ -26,7 +26,7 @@ from otel_delta.connector.predicates import Predicate
 from otel_delta.connector.pruning import FileStats, may_match
 from otel_delta.engines.data_files import local_filesystem
 
-if TYPE_CHECKING:  # imported where used: pyarrow.dataset loads pandas (bridge.py)
+if TYPE_CHECKING:  # imported where used: it loads pandas (otel_delta/nopandas.py)
     import pyarrow.dataset as ds
 
 # Row groups whose full columns are read together in one (multi-threaded) scan.

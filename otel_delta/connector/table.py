@@ -477,7 +477,7 @@ class Table:
     ) -> int:
         """Rewrite one partition with its selected rows redacted (one commit, which replaces
         exactly that partition's files); returns the rows that changed."""
-        import pyarrow.dataset as ds  # here: its import loads pandas (bridge.py)
+        import pyarrow.dataset as ds  # here: its import loads pandas (otel_delta/nopandas.py)
 
         data = self.query().filter(scope).to_arrow()
         selected = (  # the selection's truth per row (NULL = not selected)

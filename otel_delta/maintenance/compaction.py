@@ -367,7 +367,7 @@ def _read(filesystem: pa_fs.FileSystem, path: str, schema: pa.Schema) -> pa.Tabl
     """A file's rows in the table schema (columns added since it was written come back null;
     string_view and large types written by other writers are cast to the table's)."""
     # ParquetFile, not pq.read_table: that goes through pyarrow.dataset, whose import loads
-    # pandas into the bridge (bridge.py)
+    # pandas into the bridge (otel_delta/nopandas.py)
     with filesystem.open_input_file(path) as file:
         table = pq.ParquetFile(file).read()
     columns = []
