@@ -101,6 +101,7 @@ DEFAULT_LOG_RETENTION_HOURS = 720.0  # Delta's own default, 30 days
 # num_added_files, as delta-rs names them) go into the commit info under this prefix instead.
 METRICS_PREFIX = "otel_delta.metrics."
 READ_VERSION = "otel_delta.readVersion"
+COMMIT_ID = "otel_delta.commitId"  # a random id: finds a commit of ours among others' in history
 STATS_COLUMNS = "delta.dataSkippingStatsColumns"  # the columns the log records statistics of
 
 
@@ -212,6 +213,7 @@ class Lakehouse:
         operation: str | None = None,
         metrics: dict[str, int] | None = None,
         read_version: int | None = None,
+        commit_id: str | None = None,
     ) -> CommitProperties:
         """delta-rs commit settings: the retry budget of a commit that lost a race, an optional
         Delta `txn` (app id + version) that makes a commit idempotent, and optionally in the
@@ -223,6 +225,8 @@ class Lakehouse:
         custom.update({METRICS_PREFIX + k: str(v) for k, v in (metrics or {}).items()})
         if read_version is not None:
             custom[READ_VERSION] = str(read_version)
+        if commit_id is not None:
+            custom[COMMIT_ID] = commit_id
         return CommitProperties(
             max_commit_retries=self.max_commit_retries,
             app_transactions=[app_transaction] if app_transaction else None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from datetime import datetime
 from typing import Any, Literal
 
@@ -31,7 +32,7 @@ from otel_delta.engines.data_files import (
     write_partitioned,
 )
 from otel_delta.errors import CommitError, RowsRejectedError, describe
-from otel_delta.lakehouse import Lakehouse
+from otel_delta.lakehouse import COMMIT_ID, Lakehouse
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
 from otel_delta.tables.versions import conform
@@ -48,6 +49,19 @@ def _writes_own_files(table: DeltaTable, schema: pa.Schema, data: pa.Table) -> b
     if not_appendable(table) is not None or not plain_parquet(table):
         return False
     return [(f.name, f.type) for f in schema] == [(f.name, f.type) for f in data.schema]
+
+
+def committed_version(table: DeltaTable, read_version: int, commit_id: str) -> int:
+    """The version of our commit tagged `commit_id` (`Lakehouse.commit_properties`), made on
+    `read_version`, once `table` is reloaded: the next version, unless another writer
+    committed right after it (the reload then reaches theirs), and the history tells."""
+    latest = table.version()
+    if latest == read_version + 1:
+        return latest
+    for entry in table.history(latest - read_version):
+        if entry.get(COMMIT_ID) == commit_id:
+            return int(entry["version"])
+    raise CommitError(f"commit {commit_id} is not in the log after version {read_version}")
 
 
 def holds_transaction(table: DeltaTable, app_transaction: Transaction) -> bool:
@@ -145,9 +159,9 @@ class DeltaRsEngine:
             table = self.open(table_name)
             if app_transaction is not None and holds_transaction(table, app_transaction):
                 return table.version()  # an earlier attempt landed (its reply did not)
-            self._write(table_name, table, data, app_transaction)
+            version = self._write(table_name, table, data, app_transaction)
             self._appends[table_name] = self._appends.get(table_name, 0) + 1
-            return table.version()
+            return table.version() if version is None else version
         except Exception as exc:
             self._tables.pop(table_name, None)  # reload the log before the next attempt
             if rows_rejected(exc):  # not retried: these rows can never commit
@@ -161,12 +175,12 @@ class DeltaRsEngine:
         table: DeltaTable,
         data: pa.Table,
         app_transaction: Transaction | None,
-    ) -> None:
+    ) -> int | None:
+        """Append; the version of the commit when it is known apart from the handle's."""
         schema = pa.schema(table.schema().to_arrow())
         data = conform(table_name, schema, data)  # an evolved or older-version table's columns
         if _writes_own_files(table, schema, data):
-            self._write_files(table_name, table, data, app_transaction)
-            return
+            return self._write_files(table_name, table, data, app_transaction)
         write_deltalake(
             table,
             data,
@@ -176,6 +190,7 @@ class DeltaRsEngine:
             commit_properties=self.lakehouse.commit_properties(app_transaction),
             post_commithook_properties=self.lakehouse.append_hooks(),
         )
+        return None  # delta-rs leaves the handle at the version of this commit
 
     def _write_files(
         self,
@@ -183,9 +198,11 @@ class DeltaRsEngine:
         table: DeltaTable,
         data: pa.Table,
         app_transaction: Transaction | None,
-    ) -> None:
+    ) -> int | None:
         """Write the rows' files with pyarrow (engines/data_files), then commit them as Add
-        actions. Same files, cheaper: under the Collector load (bench/collector_load.py,
+        actions; returns the commit's version (None: unknown, the handle was dropped).
+
+        Same files, cheaper: under the Collector load (bench/collector_load.py,
         traces, two alternating runs) server CPU went from 13.9/13.6 to 11.3/9.4 µs per span
         and peak RSS from about 1 GB to 650-740 MiB against delta-rs's writer, which split
         the rows by partition with copies and kept its encoding memory in its allocator."""
@@ -202,21 +219,28 @@ class DeltaRsEngine:
             stats_columns(table),
         )
         now_ms = int(time.time() * 1000)
+        read_version = table.version()
+        commit_id = uuid.uuid4().hex
         table.create_write_transaction(
             [f.add_action(now_ms) for f in files],
             mode="append",
             schema=table.schema(),
             partition_by=partition_by or None,
             commit_properties=lake.commit_properties(
-                app_transaction, metrics=added(files), read_version=table.version()
+                app_transaction,
+                metrics=added(files),
+                read_version=read_version,
+                commit_id=commit_id,
             ),
             post_commithook_properties=self.lakehouse.append_hooks(),
         )
         try:
             table.update_incremental()  # the handle does not follow a transaction's commit
+            return committed_version(table, read_version, commit_id)
         except Exception as exc:  # committed all the same: never retry (and repeat) the append
             log.warning("reloading %s after its commit: %s", table_name, describe(exc))
             self._tables.pop(table_name, None)
+            return None
 
     # --- operations ------------------------------------------------------------------------
 

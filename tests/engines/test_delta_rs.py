@@ -12,7 +12,7 @@ from deltalake import DeltaTable, Transaction
 from otel_delta.convert import spans_to_arrow
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.errors import CommitError
-from otel_delta.lakehouse import READ_VERSION, Lakehouse
+from otel_delta.lakehouse import COMMIT_ID, READ_VERSION, Lakehouse
 from otel_delta.tables.versions import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 from tests import corpus
 from tests.test_cli import one_span_request
@@ -148,6 +148,30 @@ def test_an_append_rebased_past_another_writers_commit_records_its_read_version(
     assert int(commits[3][READ_VERSION]) == 1
     assert int(commits[2][READ_VERSION]) == 1
     assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table().num_rows == 3 * rows.num_rows
+
+
+def test_an_append_returns_its_own_version_when_another_writer_commits_right_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handle's reload after our commit also reaches a commit another writer made right
+    after it (seen in the Spark commit race, tests/spark): the append still answers with the
+    version of its own commit, found in the history by its commit id."""
+    writer, other = (DeltaRsEngine(Lakehouse(str(tmp_path))) for _ in range(2))
+    rows = spans_to_arrow(corpus.trace_request()).tables["spans"]
+    assert writer.append("spans", rows) == 1  # version 0 is the create
+    commit = DeltaTable.create_write_transaction
+
+    def and_then_another_writer(self: DeltaTable, *args: object, **kwargs: object) -> None:
+        commit(self, *args, **kwargs)
+        monkeypatch.undo()  # the other writer commits the plain way
+        other.append("spans", rows)
+
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", and_then_another_writer)
+    assert writer.append("spans", rows) == 2
+    history = {c["version"]: c for c in DeltaTable(str(tmp_path / "spans")).history()}
+    assert COMMIT_ID in history[2] and COMMIT_ID in history[3]
+    assert history[2][COMMIT_ID] != history[3][COMMIT_ID]
+    assert writer.append("spans", rows) == 4
 
 
 def test_a_table_with_a_check_constraint_is_appended_to_by_delta_rs(tmp_path: Path) -> None:
