@@ -4,7 +4,7 @@ The first time pyarrow turns Python objects into Arrow (`pa.array([...])`, `pa.s
 it imports pandas, if installed, to recognise pandas' own values (`pd.NA`, `Timestamp`); it
 is installed here for PySpark and the connector's `to_pandas`. The bridge never hands pyarrow
 a pandas value, and the import alone cost 47 MiB of resident memory (measured: a serving
-bridge idled at 184 MiB with it and 140 MiB without). pyarrow looks for pandas once per
+bridge idled at 184 MiB with it and 140-146 MiB without). pyarrow looks for pandas once per
 process, so failing that one lookup keeps it out for good, while an explicit import (PySpark,
 `Table.to_pandas`) still works. `import pyarrow.dataset` and `pq.read_table` (which uses it)
 import pandas too, so the bridge's modules import pyarrow.dataset only where a connector
