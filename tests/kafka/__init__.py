@@ -205,8 +205,13 @@ def _properties(data: Path, port: int, controller_port: int) -> str:
 
 
 def _cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding, never starting with
+    '-' (as Kafka's own Uuid.randomUuid ensures): the storage tool would read such an id as an
+    option and refuse to format (seen once in 64 CI runs' worth of ids)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _java(libs: Path, main: str, *args: str) -> list[str]:

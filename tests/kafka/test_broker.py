@@ -100,3 +100,15 @@ def test_spark_batch_reads_the_topic(kafka: KafkaBroker, sent, work_dir: Path) -
     records = spark_read(kafka.bootstrap_servers, TOPIC, work_dir)
     assert all(r.key is None for r in records)
     assert_all_sent(records, sent)
+
+
+def test_cluster_ids_are_never_read_as_options() -> None:
+    """One id in 64 would start with '-' if drawn unchecked; the storage tool then refused to
+    format and a CI run failed. Every id decodes to 16 bytes, as Kafka requires."""
+    import base64
+
+    from tests.kafka import _cluster_id
+
+    ids = [_cluster_id() for _ in range(2_000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert {len(base64.urlsafe_b64decode(i + "==")) for i in ids} == {16}
