@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 from otel_delta.errors import WalError, WalFullError
 from otel_delta.faults import crash_point
 from otel_delta.metrics import WAL_SYNC_SECONDS, WAL_SYNCS
-from otel_delta.wal.record import Record, encode, scan
+from otel_delta.wal.record import Record, header, scan
 from otel_delta.wal.segments import (
     Segment,
     fsync_directory,
@@ -225,14 +225,16 @@ class WriteAheadLog:
 
     def _write(self, records: list[Record]) -> None:
         """Runs on the WAL's own thread: one write and one fsync for the whole batch."""
-        data = b"".join(encode(r) for r in records)
+        size = sum(record.size for record in records)
         active = self._segments[-1]
-        if active.size and active.size + len(data) > self.segment_bytes:
+        if active.size and active.size + size > self.segment_bytes:
             self._rotate(records[0].position)
             active = self._segments[-1]
         assert self._file is not None
         try:
-            self._file.write(data)
+            for record in records:  # a large payload goes to the file without a copy
+                self._file.write(header(record))
+                self._file.write(record.payload)
             self._file.flush()
             crash_point("wal-written")
             started = time.monotonic()
@@ -243,7 +245,7 @@ class WriteAheadLog:
             with contextlib.suppress(OSError):
                 self._file.truncate(active.size)
             raise
-        active.size += len(data)
+        active.size += size
         self.syncs += 1
         WAL_SYNCS.inc()
 

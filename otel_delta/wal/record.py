@@ -37,12 +37,18 @@ class Record:
         return HEADER_BYTES + len(self.payload)
 
 
-def encode(record: Record) -> bytes:
+def header(record: Record) -> bytes:
+    """The record's HEADER_BYTES (its CRC included): written before the payload, which is
+    written as it is (a 4 MB request is not copied to make one record of it)."""
     if len(record.payload) > MAX_PAYLOAD:
         raise ValueError(f"WAL payload of {len(record.payload)} bytes is too large")
-    header = HEADER.pack(MAGIC, record.signal_code, 0, len(record.payload), record.position)
-    crc = zlib.crc32(record.payload, zlib.crc32(header))
-    return header + CRC.pack(crc) + record.payload
+    fields = HEADER.pack(MAGIC, record.signal_code, 0, len(record.payload), record.position)
+    return fields + CRC.pack(zlib.crc32(record.payload, zlib.crc32(fields)))
+
+
+def encode(record: Record) -> bytes:
+    """The record as it is on disk, in one piece."""
+    return header(record) + record.payload
 
 
 @dataclass(frozen=True)
