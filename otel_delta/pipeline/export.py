@@ -30,17 +30,13 @@ from otel_delta.metrics import ACCEPTED_ITEMS, REFUSED_ITEMS
 from otel_delta.pipeline.admission import admit
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.pipeline.outcome import Accepted, Outcome, Rejected, Retryable
+from otel_delta.pipeline.reservation import RequestSizes, Reservation
 from otel_delta.signals import Signal
 from otel_delta.wal import WriteAheadLog
 
 log = logging.getLogger(__name__)
 
 RETRYABLE = (BufferFullError, ShuttingDownError, CommitError, WalError)
-# Memory a request is counted for from admission until its rows are buffered, per byte of its
-# (decompressed) protobuf: realistic traces take 2.4x in Arrow (bench payloads, both
-# converters), plus the converter's working memory. Counting it keeps many concurrent large
-# requests from taking memory the buffer's bound does not see.
-CONVERSION_BYTES_PER_BYTE = 4
 # how long a request waits for a slot before it gets the retryable answer
 SLOT_WAIT_SECONDS = 5.0
 # how a transport hands over a body it has not read yet: bytes, or OtelDeltaError (e.g. 413)
@@ -70,10 +66,12 @@ class ExportPipeline:
         self.max_request_bytes = max_request_bytes
         self.wal = wal
         self.partition_by = tuple(partition_by)
+        self.sizes = RequestSizes()
 
     async def export(self, signal: Signal, body: bytes | Receive) -> Outcome:
         """The outcome of one Export. `body`: the request's (decompressed) bytes, or how to
-        receive them — then they are read only once the request has a slot (see `slots`)."""
+        receive them — then they are read only once the request has a slot (see `slots`) and
+        the memory it is expected to need fits under `buffer.max_bytes` (see `Reservation`)."""
         try:
             await asyncio.wait_for(self.slots.acquire(), SLOT_WAIT_SECONDS)
         except TimeoutError:
@@ -83,72 +81,66 @@ class ExportPipeline:
                 self.buffer.retry_after,
             )
             return Retryable(busy, self.buffer.retry_after)
-        try:
-            self._check_room()  # full already: answer before the body is even read
-        except RETRYABLE as exc:
-            self.slots.release()
-            return Retryable(exc, self.buffer.retry_after)
+        with Reservation(self.buffer) as held:
+            try:
+                try:
+                    received = await self._receive(signal, body, held)
+                finally:
+                    self.slots.release()
+                if not isinstance(received, tuple):
+                    return received
+                raw, converted = received
+                del received, body  # the bytes live on only as long as `held` counts them
+                return await self._deliver(signal, raw, converted, held)
+            except RETRYABLE as exc:
+                return Retryable(exc, self.buffer.retry_after)
+
+    async def _receive(
+        self, signal: Signal, body: bytes | Receive, held: Reservation
+    ) -> tuple[bytes, Converted] | Outcome:
+        """Read the body (once its expected size is held), then decode and convert it."""
+        if self.wal is not None:  # full already: answer before the body is even read
+            self.wal.check_capacity()
+        held.request(self.sizes.expected(signal.code))
         try:
             raw = body if isinstance(body, bytes) else await body()
         except OtelDeltaError as exc:
-            self.slots.release()
             return Rejected(exc, str(exc))
-        except BaseException:  # the client went away mid-body (or the task was cancelled)
-            self.slots.release()
-            raise
-        return await self._export(signal, raw)
-
-    def _check_room(self) -> None:
-        """BufferFullError / WalError if the log or the buffer is full: a request is then
-        refused before its body is read (64 clients retrying 4 MB requests at a full buffer
-        would otherwise each be received in whole, to be refused after)."""
-        if self.wal is not None:
-            self.wal.check_capacity()
-        self.buffer.check_capacity()
-
-    async def _export(self, signal: Signal, raw: bytes) -> Outcome:
-        """Admit, convert (then release the slot), then log or buffer."""
-        try:
-            converted = await self._admitted(signal, raw)
-        finally:
-            self.slots.release()
-        if not isinstance(converted, Converted):
-            return converted
-        try:
-            if self.wal is None:
-                await self.buffer.submit(converted.tables)
-            else:
-                tables = {name: t for name, t in converted.tables.items() if t.num_rows}
-                await self.wal.append(signal.code, raw, tables, commits=len(tables))
-        except RETRYABLE as exc:
-            return Retryable(exc, self.buffer.retry_after)
-        except RowsRejectedError as exc:  # commit mode: the table refused this request's rows
-            return Rejected(exc, str(exc))
-        rows = sum(table.num_rows for table in converted.tables.values())
-        ACCEPTED_ITEMS.labels(signal.name).inc(rows)
-        if converted.rejected.count:
-            REFUSED_ITEMS.labels(signal.name, "invalid_item").inc(converted.rejected.count)
-        return Accepted(converted.rejected.count, converted.rejected.error_message, rows)
-
-    async def _admitted(self, signal: Signal, raw: bytes) -> Converted | Outcome:
-        """The request's rows, converted and admitted; or why not."""
+        self.sizes.observe(signal.code, len(raw))
         if len(raw) > self.max_request_bytes:
             error = RequestTooLargeError(
                 f"request of {len(raw)} bytes is over the limit of {self.max_request_bytes} "
                 "(receiver.max_receive_message_bytes)"
             )
             return Rejected(error, str(error))
-        working = len(raw) * CONVERSION_BYTES_PER_BYTE
-        try:
-            if self.wal is not None:
-                self.wal.check_capacity(len(raw))
-            self.buffer.reserve(working)  # refuse early, before spending CPU on decoding
-        except RETRYABLE as exc:
-            return Retryable(exc, self.buffer.retry_after)
-        try:
-            return await self._convert(signal, raw)
-        finally:
-            self.buffer.release(working)  # from here the buffer counts the rows themselves
+        if self.wal is not None:
+            self.wal.check_capacity(len(raw))
+        held.request(len(raw))  # its real size: refuse before spending CPU on decoding
+        converted = await self._convert(signal, raw)
+        if not isinstance(converted, Converted):
+            return converted
+        return raw, converted
+
+    async def _deliver(
+        self, signal: Signal, raw: bytes, converted: Converted, held: Reservation
+    ) -> Outcome:
+        """Log the request (WAL mode) or buffer its rows and wait for their commit."""
+        if self.wal is None:
+            del raw  # the buffer counts the rows from here; the bytes are not kept
+            held.shrink(0)
+            try:
+                await self.buffer.submit(converted.tables)
+            except RowsRejectedError as exc:  # the table refused this request's rows
+                return Rejected(exc, str(exc))
+        else:
+            held.shrink(len(raw))  # the bytes, until the log has written them
+            tables = {name: t for name, t in converted.tables.items() if t.num_rows}
+            await self.wal.append(signal.code, raw, tables, commits=len(tables))
+        rows = sum(table.num_rows for table in converted.tables.values())
+        ACCEPTED_ITEMS.labels(signal.name).inc(rows)
+        if converted.rejected.count:
+            REFUSED_ITEMS.labels(signal.name, "invalid_item").inc(converted.rejected.count)
+        return Accepted(converted.rejected.count, converted.rejected.error_message, rows)
 
     async def _convert(self, signal: Signal, raw: bytes) -> Converted | Rejected:
         """Decode, convert and admit, or the reason the request is rejected."""

@@ -17,6 +17,7 @@ from otel_delta.errors import (
 )
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.pipeline import Accepted, Decoder, ExportPipeline, Rejected, Retryable
+from otel_delta.pipeline.reservation import FIRST_EXPECTED_BYTES, RECENT_REQUESTS, RequestSizes
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.status import status_for
 from tests.helpers import read_table
@@ -126,3 +127,42 @@ def test_requests_being_converted_count_against_the_memory_bound(tmp_path: Path)
     assert "being converted" in refused.message
     assert isinstance(accepted, Accepted)
     assert reserved == 0  # released again, refused or not
+
+
+def test_a_body_is_read_only_once_its_expected_size_fits(tmp_path: Path) -> None:
+    """The memory a request will need is held before its body is read (its expected size:
+    the largest of the signal's recent requests), so requests that cannot fit are refused
+    without being received, and one being received is counted while it is."""
+    raw = one_span_request(1).SerializeToString()
+    held_while_reading: list[int] = []
+
+    async def scenario(pipeline, buffer):
+        async def receive() -> bytes:
+            held_while_reading.append(buffer.reserved_bytes)
+            return raw
+
+        first = await pipeline.export(TRACES, receive)  # alone: always let in
+        buffer.reserve(100)  # another request, being converted
+        second = await pipeline.export(TRACES, receive)  # expects about len(raw): fits
+        pipeline.sizes.observe(TRACES.code, 10 * len(raw))  # a large one was seen lately
+        third = await pipeline.export(TRACES, receive)  # expects 10 x: refused unread
+        buffer.release(100)
+        return first, second, third, buffer.reserved_bytes
+
+    first, second, third, reserved = run(tmp_path, scenario, max_bytes=100 + 5 * len(raw))
+    assert isinstance(first, Accepted) and isinstance(second, Accepted)
+    assert isinstance(third, Retryable) and isinstance(third.error, BufferFullError)
+    assert held_while_reading == [5 * FIRST_EXPECTED_BYTES, 100 + 5 * len(raw)]
+    assert reserved == 0
+
+
+def test_expected_request_size_is_the_largest_of_the_recent_ones() -> None:
+    sizes = RequestSizes()
+    assert sizes.expected(TRACES.code) == FIRST_EXPECTED_BYTES
+    sizes.observe(TRACES.code, 5_000)
+    sizes.observe(TRACES.code, 300)
+    assert sizes.expected(TRACES.code) == 5_000
+    assert sizes.expected(SIGNALS_BY_NAME["logs"].code) == FIRST_EXPECTED_BYTES
+    for _ in range(RECENT_REQUESTS):
+        sizes.observe(TRACES.code, 300)
+    assert sizes.expected(TRACES.code) == 300  # the large one is forgotten
