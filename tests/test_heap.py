@@ -54,3 +54,26 @@ def test_without_it_glibc_moves_them_to_the_heap() -> None:
 def test_a_threshold_from_the_environment_is_left_alone() -> None:
     fixed, _ = probe("fix", {"MALLOC_MMAP_THRESHOLD_": "4194304"})
     assert fixed == "False"
+
+
+POOL = """
+import pyarrow as pa
+from otel_delta.heap import give_memory_back
+give_memory_back()
+print(pa.default_memory_pool().backend_name)
+"""
+
+
+def arrow_pool(env: dict[str, str]) -> str:
+    return subprocess.run(
+        [sys.executable, "-c", POOL],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in {**os.environ, **env}.items() if v},
+    ).stdout.strip()
+
+
+def test_pyarrow_allocates_with_malloc_unless_the_environment_chose() -> None:
+    assert arrow_pool({"ARROW_DEFAULT_MEMORY_POOL": ""}) == "system"
+    assert arrow_pool({"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}) == "jemalloc"
