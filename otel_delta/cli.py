@@ -10,13 +10,14 @@ import resource
 import signal
 import sys
 
+# heap first: it sets pyarrow's allocator before anything loads pyarrow (otel_delta/heap.py)
+from otel_delta import heap
 from otel_delta.backfill.files import FORMATS
 from otel_delta.bridge import Bridge
 from otel_delta.commands import add_commands, run_command
 from otel_delta.commands.confirm import Aborted
 from otel_delta.config import Settings, load_settings
 from otel_delta.errors import OtelDeltaError
-from otel_delta.heap import give_memory_back
 from otel_delta.logformat import use_json_logs
 from otel_delta.nopandas import keep_pandas_unloaded
 
@@ -38,7 +39,7 @@ def raise_open_files_limit() -> None:
 
 async def serve(settings: Settings) -> None:
     keep_pandas_unloaded()  # 47 MiB the bridge has no use for (otel_delta/nopandas.py)
-    give_memory_back()  # freed request bodies leave the process (otel_delta/heap.py)
+    heap.return_large_blocks()  # freed request bodies leave the process (otel_delta/heap.py)
     # handlers first: a SIGTERM right after the "listening" line (or during the WAL replay)
     # must still mean an orderly stop, not the default instant death
     stop = asyncio.Event()

@@ -1,19 +1,23 @@
-"""A serving bridge gives the memory of finished requests back to the OS.
+"""The bridge gives the memory of finished requests back to the OS.
 
-1. glibc serves a block of at least its mmap threshold with its own mapping, unmapped on free —
-but the threshold starts at 128 KiB and rises to the size of every such block freed (up to
-32 MiB). After the first 4 MB request body is freed, every later one comes from the heap
-arenas instead, where freed memory stays resident and fragments between threads. Fixing the
-threshold at 1 MiB keeps request bodies and the like on their own mappings: bench/memory.py
-(64 clients, 4 MB requests, `buffer.max_bytes = 64 MiB`) peaked 25-35 MiB lower at every
-client count, and the Collector-like load (bench/collector_load.py) ran at the same speed.
-A threshold the environment sets (`MALLOC_MMAP_THRESHOLD_`) is left as it is.
+Importing this module (the CLI does, before anything loads pyarrow) sets the environment's
+defaults for pyarrow's allocator; `return_large_blocks` tunes glibc's malloc in a serving
+bridge. A value the environment already has is always kept.
 
-2. pyarrow allocates from its own jemalloc pool by default, which keeps freed pages for reuse.
-With the threshold above, glibc unmaps large freed buffers at once, so pyarrow is moved to the
-system pool: bench/memory.py at 64 clients peaked at 361-374 MiB instead of 395-407, and the
-Collector-like load ran at 106.5k / 114.4k spans/s against 105.4k / 108.8k (alternating runs).
-`ARROW_DEFAULT_MEMORY_POOL` in the environment wins.
+1. **glibc's mmap threshold.** glibc serves a block of at least this size with its own
+   mapping, unmapped on free — but the threshold starts at 128 KiB and rises to the size of
+   every such block freed (up to 32 MiB). After the first 4 MB request body was freed, every
+   later one came from the heap arenas, where freed memory stays resident and fragments
+   between threads. `serve` fixes it at 1 MiB (`MALLOC_MMAP_THRESHOLD_` wins): bench/memory.py
+   (4 MB requests, `buffer.max_bytes = 64 MiB`) peaked 25-35 MiB lower at 4, 16 and 64
+   clients, and the Collector-like load (bench/collector_load.py) ran at the same speed.
+2. **pyarrow's pool.** pyarrow allocates from its bundled mimalloc, which keeps freed pages
+   for reuse; with the threshold above, malloc gives large freed buffers back at once.
+   `ARROW_DEFAULT_MEMORY_POOL=system` is the default here, set before pyarrow loads, because
+   pyarrow reads it once, then (`pa.set_memory_pool` later only reaches what pyarrow's Python
+   API allocates itself: measured, no change). bench/memory.py at 64 clients
+   peaked at 361-374 MiB instead of 394-407, the Collector-like load ran at 105.0k / 110.2k
+   spans/s against 103.1k / 110.2k (alternating runs).
 """
 
 from __future__ import annotations
@@ -23,19 +27,12 @@ import logging
 import os
 import platform
 
-import pyarrow as pa
-
 log = logging.getLogger(__name__)
 
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 MMAP_THRESHOLD_BYTES = 1024 * 1024
 
-
-def give_memory_back() -> None:
-    """Both settings of the module's docstring, for a serving bridge."""
-    return_large_blocks()
-    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
-        pa.set_memory_pool(pa.system_memory_pool())
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 
 def return_large_blocks() -> bool:

@@ -1,4 +1,5 @@
-"""glibc's mmap threshold stays at 1 MiB in a serving bridge (otel_delta/heap.py)."""
+"""How the bridge gives memory back (otel_delta/heap.py): glibc's mmap threshold at 1 MiB, pyarrow
+on malloc."""
 
 from __future__ import annotations
 
@@ -57,9 +58,8 @@ def test_a_threshold_from_the_environment_is_left_alone() -> None:
 
 
 POOL = """
+import otel_delta.cli
 import pyarrow as pa
-from otel_delta.heap import give_memory_back
-give_memory_back()
 print(pa.default_memory_pool().backend_name)
 """
 
@@ -74,6 +74,7 @@ def arrow_pool(env: dict[str, str]) -> str:
     ).stdout.strip()
 
 
-def test_pyarrow_allocates_with_malloc_unless_the_environment_chose() -> None:
+def test_the_cli_has_pyarrow_allocate_with_malloc_unless_the_environment_chose() -> None:
+    """pyarrow reads its pool once, when it loads: the CLI must choose before that."""
     assert arrow_pool({"ARROW_DEFAULT_MEMORY_POOL": ""}) == "system"
-    assert arrow_pool({"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}) == "jemalloc"
+    assert arrow_pool({"ARROW_DEFAULT_MEMORY_POOL": "mimalloc"}) == "mimalloc"
