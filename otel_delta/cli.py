@@ -39,7 +39,7 @@ def raise_open_files_limit() -> None:
 
 async def serve(settings: Settings) -> None:
     keep_pandas_unloaded()  # 47 MiB the bridge has no use for (otel_delta/nopandas.py)
-    heap.return_large_blocks()  # freed request bodies leave the process (otel_delta/heap.py)
+    heap.trim_every()  # freed request bodies leave the process (otel_delta/heap.py)
     # handlers first: a SIGTERM right after the "listening" line (or during the WAL replay)
     # must still mean an orderly stop, not the default instant death
     stop = asyncio.Event()
