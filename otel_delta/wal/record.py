@@ -46,11 +46,6 @@ def header(record: Record) -> bytes:
     return fields + CRC.pack(zlib.crc32(record.payload, zlib.crc32(fields)))
 
 
-def encode(record: Record) -> bytes:
-    """The record as it is on disk, in one piece."""
-    return header(record) + record.payload
-
-
 @dataclass(frozen=True)
 class Scan:
     """What a scan of one segment's bytes found."""

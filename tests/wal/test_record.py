@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from otel_delta.wal.record import HEADER_BYTES, Record, encode, scan
+from otel_delta.wal.record import HEADER_BYTES, Record, header, scan
+
+
+def encode(record: Record) -> bytes:
+    """The record as the log writes it: its header, then its payload as it is."""
+    return header(record) + record.payload
 
 
 def records(n: int) -> list[Record]:
