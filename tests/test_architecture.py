@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "otel_delta.logformat",
         "otel_delta.privacy",
         "otel_delta.nopandas",
+        "otel_delta.heap",
         "otel_delta._generated",
     ),
     ("otel_delta.config", "otel_delta.net", "otel_delta.status"),
