@@ -2,20 +2,26 @@
 
 Importing this module (the CLI does, before anything loads pyarrow) sets the environment's
 default for pyarrow's allocator; `trim_every` has a serving bridge hand glibc's free pages
-back. A value the environment already has is always kept.
+back, and limits glibc to ARENAS arenas. A value the environment already has is always kept.
 
 1. **glibc's arenas.** glibc serves a block of at least its mmap threshold with a mapping of
    its own, unmapped on free — but the threshold rises to the size of every such block freed
    (up to 32 MiB), so after the first 4 MB request body was freed every later one came from
    the arenas, where freed memory stays resident (only an arena's top is ever given back) and
-   fragments between threads. A serving bridge calls `malloc_trim(0)` once a second, on a
+   fragments between threads. A serving bridge calls `malloc_trim(0)` every 0.2 s, on a
    thread of its own (about 0.04 ms a call), which gives the free pages inside the arenas back.
    Fixing the threshold at 1 MiB instead gave the same peaks (bench/memory.py at 4 / 16 / 64
    clients: 317-319 / 337-348 / 386-388 MiB, against 327-329 / 339-344 / 366-385 with the
    trim, two runs each) but made every large allocation map and fault in fresh pages: joining
    a 4 MiB bytes took 2.3 ms instead of 0.1 ms, and grpc.aio builds each request's bytes so,
    on the event loop.
-2. **pyarrow's pool.** pyarrow allocates from its bundled mimalloc, which keeps freed pages
+2. **glibc's arena count.** glibc gives each new thread an arena of its own, up to eight per
+   core, and the bridge has many threads (conversion, commits, gRPC, the log), each arena
+   fragmenting apart. Importing this module limits them to ARENAS (`mallopt(M_ARENA_MAX)`,
+   before the bridge starts its threads) unless `MALLOC_ARENA_MAX` is set. With the trim every
+   0.2 s, bench/memory.py at 16 / 64 clients peaked at 362 / 383-387 MiB, against 380-395 /
+   434 with sixteen arenas and a trim each second (same machine, same session).
+3. **pyarrow's pool.** pyarrow allocates from its bundled mimalloc, which keeps freed pages
    for reuse. `ARROW_DEFAULT_MEMORY_POOL=system` is the default here, so its buffers are
    malloc's and trimmed with the rest; it is set before pyarrow loads because pyarrow reads it
    once, then (`pa.set_memory_pool` later reaches only what pyarrow's Python API allocates:
@@ -34,18 +40,39 @@ import time
 
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
-TRIM_INTERVAL_SECONDS = 1.0
+TRIM_INTERVAL_SECONDS = 0.2
+ARENAS = 2
+_M_ARENA_MAX = -8  # mallopt's parameter number (glibc's malloc.h)
+
+
+def _glibc() -> ctypes.CDLL | None:
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
+def limit_arenas(arenas: int = ARENAS) -> bool:
+    """At most `arenas` glibc arenas from now on (threads that have one keep it); False where
+    glibc is not the C library or the environment sets MALLOC_ARENA_MAX (glibc's own)."""
+    libc = _glibc()
+    if libc is None or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    return bool(libc.mallopt(_M_ARENA_MAX, arenas))
+
+
+limit_arenas()
 
 
 def trim_every(seconds: float = TRIM_INTERVAL_SECONDS) -> bool:
     """Give glibc's free pages back to the OS every `seconds`, on a daemon thread (ctypes lets
     go of the GIL during the call); False where glibc is not the C library."""
-    if platform.libc_ver()[0] != "glibc":
+    libc = _glibc()
+    if libc is None:
         return False
-    try:
-        malloc_trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return False
+    malloc_trim = libc.malloc_trim
     malloc_trim.argtypes = [ctypes.c_size_t]
     malloc_trim.restype = ctypes.c_int
 

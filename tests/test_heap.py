@@ -73,3 +73,54 @@ def test_the_cli_has_pyarrow_allocate_with_malloc_unless_the_environment_chose()
     """pyarrow reads its pool once, when it loads: the CLI must choose before that."""
     assert arrow_pool({"ARROW_DEFAULT_MEMORY_POOL": ""}) == "system"
     assert arrow_pool({"ARROW_DEFAULT_MEMORY_POOL": "mimalloc"}) == "mimalloc"
+
+
+# In a fresh interpreter (with or without importing otel_delta.heap first): six threads each
+# allocate, each at once given an arena of its own by glibc up to its limit; malloc_info's XML
+# then names every arena as a <heap>.
+ARENAS = """
+import ctypes, os, sys, tempfile, threading
+if sys.argv[1] == "heap":
+    import otel_delta.heap
+libc = ctypes.CDLL(None)
+libc.fopen.restype = ctypes.c_void_p
+libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+ready, hold = threading.Semaphore(0), threading.Event()
+def work():
+    block = bytearray(100_000)
+    ready.release()
+    hold.wait()
+threads = [threading.Thread(target=work) for _ in range(6)]
+for thread in threads:
+    thread.start()
+path = os.path.join(tempfile.mkdtemp(), "info.xml")
+for _ in threads:
+    ready.acquire()
+out = libc.fopen(path.encode(), b"w")
+libc.malloc_info(0, out)
+libc.fclose(out)
+hold.set()
+print(open(path).read().count("<heap nr="))
+"""
+
+
+def arenas(mode: str, env: dict[str, str] | None = None) -> int:
+    run = subprocess.run(
+        [sys.executable, "-c", ARENAS, mode],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **(env or {})},
+    )
+    return int(run.stdout)
+
+
+def test_importing_it_limits_glibc_to_two_arenas() -> None:
+    assert arenas("heap") <= 2
+
+
+def test_without_it_each_thread_gets_an_arena_and_the_environment_wins() -> None:
+    assert arenas("plain") > 2
+    assert arenas("heap", {"MALLOC_ARENA_MAX": "4"}) == 4
