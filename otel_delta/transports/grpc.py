@@ -31,6 +31,7 @@ from otel_delta.net import bind, bound_endpoint
 from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
 from otel_delta.signals import SIGNALS, Signal
 from otel_delta.status import retry_metadata, status_for
+from otel_delta.transports.encoding import grpc_message
 from otel_delta.transports.observe import observe
 from otel_delta.transports.tls import grpc_credentials
 
@@ -40,8 +41,10 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 def export_handler(
-    signal: Signal, pipeline: ExportPipeline, token: BearerToken | None = None
+    signal: Signal, pipeline: ExportPipeline, limit: int, token: BearerToken | None = None
 ) -> Handler:
+    """`limit`: the largest request, inflated, in bytes (receiver.max_receive_message_bytes)."""
+
     async def export(_: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> Message:
         started = time.monotonic()
         outcome: Outcome
@@ -51,7 +54,7 @@ def export_handler(
         except UnauthenticatedError as exc:
             outcome = Rejected(exc, str(exc))
         else:
-            outcome = await pipeline.export(signal, lambda: request_message(context))
+            outcome = await pipeline.export(signal, lambda: request_message(context, limit))
         observe("grpc", signal, outcome, started)
         if isinstance(outcome, Accepted):
             return signal.response_for(outcome.rejected, outcome.error_message)
@@ -66,16 +69,18 @@ def export_handler(
     return export
 
 
-async def request_message(context: grpc.aio.ServicerContext) -> bytes:
-    """The Export's one request message, read when the pipeline asks for it."""
+async def request_message(context: grpc.aio.ServicerContext, limit: int) -> bytes:
+    """The Export's one request message, read when the pipeline asks for it, and inflated if
+    the client compressed it (the server leaves that to us: transports/encoding.py)."""
     message = await context.read()
     if message is grpc.aio.EOF:
         raise InvalidRequestError("the Export call carried no request message")
-    return message
+    return await grpc_message(message, limit)
 
 
 def generic_handlers(
     pipeline: ExportPipeline,
+    limit: int,
     signals: tuple[Signal, ...] = SIGNALS,
     token: BearerToken | None = None,
 ):
@@ -84,7 +89,7 @@ def generic_handlers(
             signal.grpc_service,
             {
                 "Export": grpc.stream_unary_rpc_method_handler(
-                    export_handler(signal, pipeline, token),
+                    export_handler(signal, pipeline, limit, token),
                     request_deserializer=None,  # the pipeline decodes: bad bytes → INVALID_ARGUMENT
                     response_serializer=signal.response.SerializeToString,
                 )
@@ -110,7 +115,10 @@ class GrpcTransport:
         self.settings = settings
         self._server = grpc.aio.server(
             options=[
+                # of a message as received; inflated, request_message holds it to the same
                 ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
+                # compressed messages reach us as they are (transports/encoding.py)
+                ("grpc.per_message_decompression", 0),
                 # never share a port with another process: a second bridge must fail to bind
                 ("grpc.so_reuseport", 0),
                 # a fixed window per stream: what a client may send before its request is read
@@ -118,7 +126,9 @@ class GrpcTransport:
                 ("grpc.http2.lookahead_bytes", settings.grpc_window_bytes),
             ],
         )
-        self._server.add_generic_rpc_handlers(generic_handlers(pipeline, token=token))
+        self._server.add_generic_rpc_handlers(
+            generic_handlers(pipeline, settings.max_receive_message_bytes, token=token)
+        )
         self.health = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         self.port = 0

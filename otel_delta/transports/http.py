@@ -28,7 +28,7 @@ from otel_delta.net import bound_endpoint, serve_http
 from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
 from otel_delta.signals import SIGNALS, Signal
 from otel_delta.status import rpc_status, status_for
-from otel_delta.transports.encoding import decompress
+from otel_delta.transports.encoding import decompress_off_loop
 from otel_delta.transports.observe import observe
 from otel_delta.transports.otlp_json import json_to_protobuf, message_to_json
 from otel_delta.transports.tls import ssl_context
@@ -37,8 +37,6 @@ log = logging.getLogger(__name__)
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-# bodies up to this size are decompressed on the loop; bigger ones in a thread
-INLINE_BYTES = 64 * 1024
 
 
 class HttpTransport:
@@ -132,9 +130,7 @@ class HttpTransport:
                 "(receiver.max_receive_message_bytes)"
             ) from None
         encoding = request.headers.get("Content-Encoding", "")
-        if not encoding or len(body) <= INLINE_BYTES:
-            return decompress(body, encoding, self.limit)
-        return await asyncio.to_thread(decompress, body, encoding, self.limit)
+        return await decompress_off_loop(body, encoding, self.limit)
 
     def _response(self, signal: Signal, outcome: Outcome, as_json: bool) -> web.Response:
         content_type = JSON if as_json else PROTOBUF

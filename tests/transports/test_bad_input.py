@@ -184,10 +184,17 @@ def test_deep_kvlist_round_trips_and_too_deep_is_invalid_argument(bridge, lakeho
     assert "MaxDepth" in err.value.details()
 
 
-def test_gzip_compressed_requests_are_accepted(bridge, lakehouse) -> None:
-    traces, _, _ = bridge.stubs(bridge.channel(compression=grpc.Compression.Gzip))
-    traces.Export(trace_request(span("zipped")))
-    assert read_table(lakehouse, "spans")["name"].to_pylist() == ["zipped"]
+@pytest.mark.parametrize("compression", [grpc.Compression.Gzip, grpc.Compression.Deflate])
+def test_compressed_requests_are_accepted(bridge, lakehouse, compression) -> None:
+    """gRPC's per-message compression, inflated by the bridge (transports/encoding.py); the
+    span is large enough to be inflated on a worker thread."""
+    traces, _, _ = bridge.stubs(bridge.channel(compression=compression))
+    words = " ".join(f"word{i}" for i in range(40_000))  # ~370 KB, ~100 KB compressed
+    zipped = span("zipped", attributes=[KeyValue(key="text", value=AnyValue(string_value=words))])
+    traces.Export(trace_request(zipped))
+    table = read_table(lakehouse, "spans")
+    assert table["name"].to_pylist() == ["zipped"]
+    assert spans_from_arrow(table) == trace_request(zipped)
 
 
 def test_full_buffer_answers_unavailable_with_retry_info(lakehouse) -> None:
@@ -242,6 +249,13 @@ def test_message_over_the_receive_limit_is_refused(tmp_path) -> None:
         with pytest.raises(grpc.RpcError) as err:
             traces.Export(big)
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        # compressed under the limit, over it once inflated: the limit holds for what it holds
+        zipped, _, _ = bridge.stubs(bridge.channel(compression=grpc.Compression.Gzip))
+        with pytest.raises(grpc.RpcError) as err:
+            zipped.Export(big)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "max_receive_message_bytes" in err.value.details()
+        zipped.Export(trace_request(span("small")))  # the bridge serves on
     finally:
         bridge.stop()
 
