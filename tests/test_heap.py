@@ -7,10 +7,13 @@ import os
 import subprocess
 import sys
 
+from otel_delta.heap import free_bytes
+
 # In a fresh interpreter: leave 190 MB free inside glibc's heap (an 8 MB block freed first
 # raises the mmap threshold; fifty 4 MB blocks come from the heap, each followed by a small
 # block that stays; the fifty are freed: holes below the heap's top, which free() keeps), then
-# report the resident MiB given back within 0.5 s, with (or without) a trim every 0.1 s.
+# report the resident MiB given back within 0.5 s, with a trim every 0.1 s of whatever is free
+# ("trim"), of more than 400 MB free ("over"), or without one.
 PROBE = """
 import sys, time
 from otel_delta.heap import trim_every
@@ -27,7 +30,8 @@ for _ in range(50):
     pins.append(bytearray(200_000))
 del blocks
 before = rss_mib()
-started = trim_every(0.1) if sys.argv[1] == "trim" else False
+over = {"trim": 0, "over": 400_000_000}.get(sys.argv[1])
+started = trim_every(0.1, over) if over is not None else False
 time.sleep(0.5)
 print(started, round(before - rss_mib()))
 """
@@ -50,6 +54,24 @@ def test_without_it_glibc_keeps_them() -> None:
     """What the trim is for: freed blocks below the heap's top stay resident."""
     _, freed = probe("leave")
     assert freed < 50
+
+
+def test_less_free_than_the_threshold_is_left_for_reuse() -> None:
+    started, freed = probe("over")
+    assert started == "True"
+    assert freed < 50
+
+
+def test_free_bytes_counts_what_glibc_holds_free() -> None:
+    blocks, pins = [], []
+    for _ in range(200):  # holes between pins, which free() cannot give back by itself
+        blocks.append(bytearray(100_000))
+        pins.append(bytearray(100_000))  # as large: it cannot come from a small free chunk
+    held = free_bytes()  # (the blocks may have come from space that was free before)
+    assert held is not None
+    del blocks
+    after = free_bytes()
+    assert after is not None and after - held > 15_000_000
 
 
 POOL = """
