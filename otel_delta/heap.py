@@ -41,6 +41,7 @@ already has is always kept.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import threading
@@ -56,6 +57,7 @@ ARENAS = 2
 _M_ARENA_MAX = -8  # mallopt's parameter number (glibc's malloc.h)
 
 
+@functools.cache
 def _glibc() -> ctypes.CDLL | None:
     if platform.libc_ver()[0] != "glibc":
         return None
