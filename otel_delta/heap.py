@@ -46,6 +46,7 @@ import os
 import platform
 import threading
 import time
+from collections.abc import Callable
 
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
@@ -99,14 +100,19 @@ class _Mallinfo2(ctypes.Structure):
     ]
 
 
+@functools.cache
+def _mallinfo2() -> Callable[[], _Mallinfo2] | None:
+    """glibc's `mallinfo2`, ready to call (None: not glibc 2.33+)."""
+    function = getattr(_glibc(), "mallinfo2", None)
+    if function is not None:
+        function.restype = _Mallinfo2
+    return function
+
+
 def free_bytes() -> int | None:
     """The bytes glibc holds free in its arenas (None: not glibc 2.33+)."""
-    libc = _glibc()
-    function = getattr(libc, "mallinfo2", None) if libc is not None else None
-    if function is None:
-        return None
-    function.restype = _Mallinfo2
-    return int(function().fordblks)
+    mallinfo2 = _mallinfo2()
+    return None if mallinfo2 is None else int(mallinfo2().fordblks)
 
 
 def trim_every(seconds: float = TRIM_INTERVAL_SECONDS, over: int = TRIM_FREE_BYTES) -> bool:
