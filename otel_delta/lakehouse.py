@@ -105,10 +105,12 @@ COMMIT_ID = "otel_delta.commitId"  # a random id: finds a commit of ours among o
 STATS_COLUMNS = "delta.dataSkippingStatsColumns"  # the columns the log records statistics of
 
 
-def column_properties(layout: Layout) -> dict[str, ColumnProperties]:
-    """delta-rs per-column settings of a layout (top-level columns only)."""
-    properties = {name: ColumnProperties(dictionary_enabled=False) for name in layout.plain_columns}
-    for name, encoding in column_encodings(layout).items():
+def column_properties(layout: Layout, *, clustered: bool = False) -> dict[str, ColumnProperties]:
+    """delta-rs per-column settings of a layout (top-level columns only), for files in any
+    row order or `clustered` (sorted by the cluster key: delta-rs's Z-order on one column)."""
+    plain = (*layout.plain_columns, *(() if clustered else layout.arrival_plain_columns))
+    properties = {name: ColumnProperties(dictionary_enabled=False) for name in plain}
+    for name, encoding in column_encodings(layout, clustered=clustered).items():
         properties[name] = ColumnProperties(dictionary_enabled=False, encoding=encoding)
     return properties
 

@@ -246,7 +246,7 @@ def cluster_partitions(
         compression=options.compression,  # type: ignore[arg-type]
         compression_level=options.compression_level,
         max_row_group_size=ROW_GROUP_ROWS,
-        column_properties=column_properties(layout),
+        column_properties=column_properties(layout, clustered=True),
     )
     for values in partitions:
         metrics = delta.optimize.z_order(
@@ -296,7 +296,7 @@ def rewrite(
     directory = first.rsplit("/", 1)[0] if "/" in first else ""
     with_stats = stats_columns(delta)
     encoding = parquet_options(
-        layout, schema, options.compression, options.compression_level, with_stats
+        layout, schema, options.compression, options.compression_level, with_stats, clustered=True
     )
     suffix = options.compression.lower()
     now_ms = int(time.time() * 1000)

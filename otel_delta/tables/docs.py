@@ -125,7 +125,12 @@ def layout_notes(layout: Layout, schema: pa.Schema) -> str:
     entries = (
         ("sorted by {} when compacted", layout.cluster_columns),
         ("{} DELTA_BINARY_PACKED", layout.delta_columns),
+        (
+            "{} DELTA_BINARY_PACKED as ingested, PLAIN when compacted",
+            layout.arrival_delta_columns,
+        ),
         ("{} without dictionary", layout.plain_columns),
+        ("{} without dictionary as ingested", layout.arrival_plain_columns),
         ("Delta statistics (file skipping) on {}", layout.stats_columns),
     )
     lines = []

@@ -10,13 +10,24 @@ Applied to every delta-rs write of a telemetry table (appends, merges, deletes, 
   ingest path (otel_delta/maintenance/compaction.py).
 - **Ids unique per row** (`span_id`) are not dictionary-encoded: a dictionary of values that never
   repeat is pure overhead (a page of values plus an index per row).
-- **Nanosecond times** use DELTA_BINARY_PACKED: neighbouring times differ by far less than
-  their magnitude, so deltas take a few bits where plain values take 8 bytes before zstd.
-  Measured on 40k spans of bench.common's workload written by delta-rs (zstd 3, one file):
-  68.6 B/span with the writer's defaults, 61.1 with this layout (per column, with pyarrow's
-  writer: span_id 11.0 → 8.1 B, each nanosecond time 8.2 → 4.7 B). That workload has random
-  ids and attributes, so the realistic-corpus figures of issue #14 are still to come.
-
+- **Nanosecond times** use DELTA_BINARY_PACKED in files as ingestion writes them:
+  neighbouring times differ by far less than their magnitude, so deltas take a few bits where
+  plain values take 8 bytes before zstd. Measured on 40k spans of bench.common's workload
+  written by delta-rs (zstd 3, one file): 68.6 B/span with the writer's defaults, 61.1 with
+  this layout (per column, with pyarrow's writer: span_id 11.0 → 8.1 B, each nanosecond time
+  8.2 → 4.7 B). In **clustered** files (sorted by trace id, then time) a trace's times are
+  close but the next trace starts anywhere, so a miniblock of 32 deltas is as wide as its
+  widest jump; there PLAIN values, which zstd compresses with the file's stronger level, are
+  smaller. bench/storage.py's corpus, pyarrow's writer, zstd 15 per service (2026-11-26):
+  clustered spans -4.1% (each time column about 0.75 B/span less), logs -3.2%.
+  BYTE_STREAM_SPLIT was smaller still (spans -6.3% with the duration too), but Spark 4.0's
+  vectorized Parquet reader refuses it ("Unsupported encoding: BYTE_STREAM_SPLIT"), so no
+  column uses it.
+- **Resource columns** (the same map repeated on every row of a request) are not
+  dictionary-encoded as ingestion writes them: zstd takes the repeats for less than the
+  dictionary's hashing of every key and value of every row. On the corpus, first-written
+  spans 1.1% and logs 1.2% smaller, and the Parquet encode 5% (spans) and 10% (logs) less
+  CPU; clustered files keep the dictionary, which is 0.7% smaller there.
 - **Statistics only where a query can use them** (`stats_columns`, the table property
   `delta.dataSkippingStatsColumns`): times, trace id, names, kinds and status. Every file's
   add action carries its statistics in every commit and checkpoint; measured over 1,000
@@ -59,11 +70,19 @@ INGEST_LEVEL = 1
 
 @dataclass(frozen=True)
 class Layout:
-    """Column encodings of one table's files, and the row order compaction gives them."""
+    """Column encodings of one table's files, and the row order compaction gives them.
+
+    Two kinds of file: as ingestion writes them (rows in arrival order) and as compaction
+    writes them (`clustered`: rows sorted by `cluster_columns`). Some encodings pay in one
+    kind and cost in the other, so a few settings apply to one kind only."""
 
     # values seldom repeat within a page: no dictionary (for a nested column, for its leaves)
     plain_columns: tuple[str, ...] = ()
-    delta_columns: tuple[str, ...] = ()  # int64 times: DELTA_BINARY_PACKED
+    # no dictionary in files in arrival order only (their leaves); clustered files keep it
+    arrival_plain_columns: tuple[str, ...] = ()
+    delta_columns: tuple[str, ...] = ()  # int64 times: DELTA_BINARY_PACKED in every file
+    # int64 times: DELTA_BINARY_PACKED in arrival order, PLAIN (no dictionary) when clustered
+    arrival_delta_columns: tuple[str, ...] = ()
     cluster_columns: tuple[str, ...] = ()  # compaction sorts rows by these (maintenance)
     # the columns whose min/max/null counts the Delta log records (delta.dataSkippingStatsColumns)
     stats_columns: tuple[str, ...] = ()
@@ -75,6 +94,8 @@ def parquet_options(
     compression: str,
     compression_level: int,
     stats_columns: Collection[str] | None = None,
+    *,
+    clustered: bool = False,
 ) -> dict[str, Any]:
     """pyarrow `ParquetWriter` options of a layout: the same encodings delta-rs is given
     (lakehouse.column_properties), for the files our own code writes (engines/data_files).
@@ -83,8 +104,13 @@ def parquet_options(
     column); the files carry min/max for those and the layout's, the only ones a reader prunes
     by. Statistics of the others (random ids, status messages, URLs, counts) cost bytes in
     every page header and footer: without them bench/storage.py's first-written spans were
-    2.1% smaller, logs 1.9%."""
-    plain = set(layout.plain_columns) | set(layout.delta_columns)
+    2.1% smaller, logs 1.9%.
+
+    `clustered`: the rows are sorted by the layout's cluster key (compaction's files)."""
+    encodings = column_encodings(layout, clustered=clustered)
+    plain = set(layout.plain_columns) | set(encodings)
+    if not clustered:
+        plain |= set(layout.arrival_plain_columns)
     with_stats = None if stats_columns is None else {*stats_columns, *layout.stats_columns}
     codec = compression.lower().replace("uncompressed", "none")
     return {
@@ -93,7 +119,7 @@ def parquet_options(
         "use_dictionary": [
             path for path in _leaf_paths(schema) if path.split(".", 1)[0] not in plain
         ],
-        "column_encoding": column_encodings(layout) or None,
+        "column_encoding": encodings or None,
         # min/max of top-level columns only: those of map and list leaves (attribute keys
         # and values) serve no reader's pruning and cost a comparison per value, 2.4% of the
         # bridge's CPU under the Collector load (perf)
@@ -110,9 +136,14 @@ def parquet_options(
     }
 
 
-def column_encodings(layout: Layout) -> dict[str, str]:
-    """The non-default encodings of a layout, by top-level column."""
-    return {name: "DELTA_BINARY_PACKED" for name in layout.delta_columns}
+def column_encodings(layout: Layout, *, clustered: bool = False) -> dict[str, str]:
+    """The non-default encodings of a layout, by top-level column, for files in arrival order
+    or `clustered` (sorted by the cluster key)."""
+    arrival = "PLAIN" if clustered else "DELTA_BINARY_PACKED"
+    return {
+        **{name: "DELTA_BINARY_PACKED" for name in layout.delta_columns},
+        **{name: arrival for name in layout.arrival_delta_columns},
+    }
 
 
 @lru_cache(maxsize=32)
@@ -124,13 +155,22 @@ def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
     return tuple(metadata.schema.column(i).path for i in range(metadata.num_columns))
 
 
+# the resource's columns, repeated on every row a request's resource covers
+RESOURCE_COLUMNS = (
+    "resource_attributes",
+    "resource_attribute_types",
+    "resource_dropped_attributes_count",
+    "resource_entity_refs",
+    "resource_schema_url",
+)
 SPAN_LAYOUT = Layout(
     # events and links: every leaf (exception messages and stack traces, linked ids) without
     # dictionary; bench/storage.py's spans 46.6 -> 46.0 B as first written, 36.95 -> 36.81
     # clustered, and about 5% less encoding time (2026-11-25)
     plain_columns=("span_id", "parent_span_id", "trace_id", "duration_ns", "events", "links"),
+    arrival_plain_columns=RESOURCE_COLUMNS,
     # end_time_unix_nano: stored by tables of schema version 1 only (tables/versions.py)
-    delta_columns=("start_time_unix_nano", "end_time_unix_nano", "start_time"),
+    arrival_delta_columns=("start_time_unix_nano", "end_time_unix_nano", "start_time"),
     cluster_columns=("trace_id", "start_time_unix_nano"),
     stats_columns=(
         "start_time",
@@ -147,7 +187,8 @@ LOG_LAYOUT = Layout(
     # body: messages seldom repeat whole (they carry ids and values); without dictionary,
     # bench/storage.py's log records were 0.5 B smaller, first written and clustered
     plain_columns=("span_id", "trace_id", "body"),
-    delta_columns=("time_unix_nano", "observed_time_unix_nano", "time"),
+    arrival_plain_columns=RESOURCE_COLUMNS,
+    arrival_delta_columns=("time_unix_nano", "observed_time_unix_nano", "time"),
     cluster_columns=("trace_id", "time_unix_nano"),
     stats_columns=(
         "time",
@@ -161,6 +202,7 @@ LOG_LAYOUT = Layout(
     ),
 )
 METRIC_LAYOUT = Layout(
+    # sorted by name then time, a metric's points share or step their times: deltas stay small
     delta_columns=("start_time_unix_nano", "time_unix_nano", "time"),
     cluster_columns=("metric_name", "time_unix_nano"),
     stats_columns=("time", "metric_name", "start_time_unix_nano", "time_unix_nano", "scope_name"),

@@ -15,6 +15,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from otel_delta.convert import spans_to_arrow
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.lakehouse import Lakehouse
+from otel_delta.maintenance import compaction
 from otel_delta.tables import TABLES
 
 BASE_NS = 1_795_000_000_123_456_789
@@ -57,7 +58,7 @@ def spans_table() -> pa.Table:
 def assert_layout_encodings(encodings: dict[str, set[str]], columns: list[str]) -> None:
     """The spans layout's encodings, on the layout's columns that `columns` has."""
     layout = TABLES["spans"].layout
-    delta = [name for name in layout.delta_columns if name in columns]
+    delta = [name for name in layout.arrival_delta_columns if name in columns]
     plain = [name for name in layout.plain_columns if name in columns]
     assert len(delta) >= 2 and len(plain) >= 4
     for name in delta:
@@ -103,3 +104,54 @@ def test_the_writer_encodes_columns_by_the_layout(tmp_path: Path) -> None:
     # and only for the columns the Delta log records statistics of (the layout's, here)
     assert with_stats == set(TABLES["spans"].layout.stats_columns)
     assert not {path for path in with_stats if "." in path}, with_stats
+
+
+def test_compaction_writes_times_plain_and_keeps_the_resource_dictionary(tmp_path: Path) -> None:
+    """The two kinds of file: as ingested (arrival order) the times are DELTA_BINARY_PACKED and
+    the resource's columns have no dictionary; as compaction clusters them (sorted by trace id)
+    the times are PLAIN and the resource's columns have their dictionary back."""
+    data = spans_table()
+    engine = DeltaRsEngine(Lakehouse(str(tmp_path)))
+    half = data.num_rows // 2
+    engine.append("spans", data.slice(0, half))
+    engine.append("spans", data.slice(half))
+    layout = TABLES["spans"].layout
+    times = [name for name in layout.arrival_delta_columns if name in data.column_names]
+    resource = [name for name in layout.arrival_plain_columns if name in data.column_names]
+    assert len(times) >= 2 and "resource_attributes" in resource
+
+    def encodings_of_live_files() -> list[dict[str, set[str]]]:
+        table = DeltaTable(str(tmp_path / "spans"))
+        return [
+            column_encodings(pq.ParquetFile(uri.removeprefix("file://")))
+            for uri in table.file_uris()
+        ]
+
+    def leaves(encodings: dict[str, set[str]], name: str) -> list[set[str]]:
+        found = [e for path, e in encodings.items() if path.split(".", 1)[0] == name]
+        assert found, name
+        return found
+
+    dictionary = {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}
+    appended = encodings_of_live_files()
+    assert len(appended) == 2
+    for encodings in appended:
+        for name in times:
+            assert "DELTA_BINARY_PACKED" in encodings[name], (name, encodings[name])
+        for name in resource:
+            assert all(not e & dictionary for e in leaves(encodings, name)), name
+
+    done = compaction.compact(
+        DeltaTable(str(tmp_path / "spans")),
+        layout,
+        compaction.RewriteOptions(),
+        older_than_ms=2**62,
+    )
+    assert done.files_removed == 2 and done.files_added == 1
+    (clustered,) = encodings_of_live_files()
+    for name in times:
+        assert "DELTA_BINARY_PACKED" not in clustered[name], (name, clustered[name])
+        assert "PLAIN" in clustered[name] and not clustered[name] & dictionary, name
+    assert clustered["resource_attributes.key_value.key"] & dictionary
+    stored = DeltaTable(str(tmp_path / "spans")).to_pyarrow_table()
+    assert sorted(stored["span_id"].to_pylist()) == sorted(data["span_id"].to_pylist())
