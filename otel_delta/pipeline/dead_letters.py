@@ -23,6 +23,7 @@ from otel_delta.engines.delta_rs import holds_transaction
 from otel_delta.errors import RowsRejectedError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.metrics import DEAD_LETTERS as DEAD_LETTER_COUNT
+from otel_delta.pipeline.body import inflate_logged
 from otel_delta.tables.schemas import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_TABLE, DEAD_LETTERS
 from otel_delta.wal import WriteAheadLog
 
@@ -53,7 +54,7 @@ class DeadLetters:
             "offset": position,
             "line": None,
             "reason": f"{table}: {error}",
-            "raw": record.payload,
+            "raw": inflate_logged(record.payload, record.encoding),  # protobuf, as backfill's
             "loaded_at": datetime.now(UTC),
         }
         write_deltalake(

@@ -28,6 +28,7 @@ from otel_delta.errors import (
 )
 from otel_delta.metrics import ACCEPTED_ITEMS, REFUSED_ITEMS
 from otel_delta.pipeline.admission import admit
+from otel_delta.pipeline.body import Body
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.pipeline.outcome import Accepted, Outcome, Rejected, Retryable
 from otel_delta.pipeline.reservation import RequestSizes, Reservation
@@ -39,8 +40,8 @@ log = logging.getLogger(__name__)
 RETRYABLE = (BufferFullError, ShuttingDownError, CommitError, WalError)
 # how long a request waits for a slot before it gets the retryable answer
 SLOT_WAIT_SECONDS = 5.0
-# how a transport hands over a body it has not read yet: bytes, or OtelDeltaError (e.g. 413)
-Receive = Callable[[], Awaitable[bytes]]
+# how a transport hands over a body it has not read yet: a Body, or OtelDeltaError (e.g. 413)
+Receive = Callable[[], Awaitable[Body]]
 
 
 class ExportPipeline:
@@ -68,10 +69,11 @@ class ExportPipeline:
         self.partition_by = tuple(partition_by)
         self.sizes = RequestSizes()
 
-    async def export(self, signal: Signal, body: bytes | Receive) -> Outcome:
-        """The outcome of one Export. `body`: the request's (decompressed) bytes, or how to
-        receive them — then they are read only once the request has a slot (see `slots`) and
-        the memory it is expected to need fits under `buffer.max_bytes` (see `Reservation`)."""
+    async def export(self, signal: Signal, body: Body | Receive) -> Outcome:
+        """The outcome of one Export. `body`: the request's bytes, or how to receive them —
+        then they are read only once the request has a slot (see `slots`) and the memory it
+        is expected to need fits under `buffer.max_bytes` (see `Reservation`). In WAL mode the
+        log keeps the bytes as received (compressed, if they came so: pipeline/body.py)."""
         try:
             await asyncio.wait_for(self.slots.acquire(), SLOT_WAIT_SECONDS)
         except TimeoutError:
@@ -89,24 +91,26 @@ class ExportPipeline:
                     self.slots.release()
                 if not isinstance(received, tuple):
                     return received
-                raw, converted = received
+                logged, encoding, converted = received
                 del received, body  # the bytes live on only as long as `held` counts them
-                return await self._deliver(signal, raw, converted, held)
+                return await self._deliver(signal, logged, encoding, converted, held)
             except RETRYABLE as exc:
                 return Retryable(exc, self.buffer.retry_after)
 
     async def _receive(
-        self, signal: Signal, body: bytes | Receive, held: Reservation
-    ) -> tuple[bytes, Converted] | Outcome:
-        """Read the body (once its expected size is held), then decode and convert it."""
+        self, signal: Signal, body: Body | Receive, held: Reservation
+    ) -> tuple[bytes, str, Converted] | Outcome:
+        """Read the body (once its expected size is held), then decode and convert it. Returns
+        the bytes to log (as received) with their encoding, and the rows."""
         if self.wal is not None:  # full already: answer before the body is even read
             self.wal.check_capacity()
         held.request(self.sizes.expected(signal.code))
         try:
-            raw = body if isinstance(body, bytes) else await body()
+            request = body if isinstance(body, Body) else await body()
         except OtelDeltaError as exc:
             return Rejected(exc, str(exc))
-        self.sizes.observe(signal.code, len(raw))
+        raw = request.protobuf
+        self.sizes.observe(signal.code, request.size)
         if len(raw) > self.max_request_bytes:
             error = RequestTooLargeError(
                 f"request of {len(raw)} bytes is over the limit of {self.max_request_bytes} "
@@ -114,28 +118,33 @@ class ExportPipeline:
             )
             return Rejected(error, str(error))
         if self.wal is not None:
-            self.wal.check_capacity(len(raw))
-        held.request(len(raw))  # its real size: refuse before spending CPU on decoding
+            self.wal.check_capacity(len(request.logged))
+        held.request(request.size)  # its real size: refuse before spending CPU on decoding
         converted = await self._convert(signal, raw)
         if not isinstance(converted, Converted):
             return converted
-        return raw, converted
+        return request.logged, request.encoding, converted
 
     async def _deliver(
-        self, signal: Signal, raw: bytes, converted: Converted, held: Reservation
+        self,
+        signal: Signal,
+        logged: bytes,
+        encoding: str,
+        converted: Converted,
+        held: Reservation,
     ) -> Outcome:
         """Log the request (WAL mode) or buffer its rows and wait for their commit."""
         if self.wal is None:
-            del raw  # the buffer counts the rows from here; the bytes are not kept
+            del logged  # the buffer counts the rows from here; the bytes are not kept
             held.shrink(0)
             try:
                 await self.buffer.submit(converted.tables)
             except RowsRejectedError as exc:  # the table refused this request's rows
                 return Rejected(exc, str(exc))
         else:
-            held.shrink(len(raw))  # the bytes, until the log has written them
+            held.shrink(len(logged))  # the bytes as received, until the log has written them
             tables = {name: t for name, t in converted.tables.items() if t.num_rows}
-            await self.wal.append(signal.code, raw, tables, commits=len(tables))
+            await self.wal.append(signal.code, logged, tables, len(tables), encoding)
         rows = sum(table.num_rows for table in converted.tables.values())
         ACCEPTED_ITEMS.labels(signal.name).inc(rows)
         if converted.rejected.count:

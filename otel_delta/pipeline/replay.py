@@ -14,6 +14,7 @@ from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.errors import InvalidRequestError, RequestTooLargeError, TableNotFoundError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.pipeline.admission import admit
+from otel_delta.pipeline.body import logged_protobuf
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.signals import SIGNALS_BY_CODE
 from otel_delta.tables import TABLES
@@ -56,7 +57,9 @@ async def replay(
         try:
             if signal is None:
                 raise InvalidRequestError(f"unknown signal code {record.signal_code}")
-            converted = admit(await decoder.decode(signal, record.payload), lakehouse.partition_by)
+            raw = await logged_protobuf(record.payload, record.encoding)
+            converted = admit(await decoder.decode(signal, raw), lakehouse.partition_by)
+            del raw
         except (InvalidRequestError, RequestTooLargeError) as exc:
             # it was accepted once: only another otel-delta version can refuse it now
             report.unreadable += 1

@@ -29,6 +29,7 @@ from otel_delta.config import ReceiverSettings
 from otel_delta.errors import InvalidRequestError, UnauthenticatedError
 from otel_delta.net import bind, bound_endpoint
 from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
+from otel_delta.pipeline.body import Body
 from otel_delta.signals import SIGNALS, Signal
 from otel_delta.status import retry_metadata, status_for
 from otel_delta.transports.encoding import grpc_message
@@ -69,7 +70,7 @@ def export_handler(
     return export
 
 
-async def request_message(context: grpc.aio.ServicerContext, limit: int) -> bytes:
+async def request_message(context: grpc.aio.ServicerContext, limit: int) -> Body:
     """The Export's one request message, read when the pipeline asks for it, and inflated if
     the client compressed it (the server leaves that to us: transports/encoding.py)."""
     message = await context.read()

@@ -26,9 +26,9 @@ from otel_delta.errors import (
 )
 from otel_delta.net import bound_endpoint, serve_http
 from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
+from otel_delta.pipeline.body import Body, receive_compressed
 from otel_delta.signals import SIGNALS, Signal
 from otel_delta.status import rpc_status, status_for
-from otel_delta.transports.encoding import decompress_off_loop
 from otel_delta.transports.observe import observe
 from otel_delta.transports.otlp_json import json_to_protobuf, message_to_json
 from otel_delta.transports.tls import ssl_context
@@ -105,11 +105,13 @@ class HttpTransport:
         except OtelDeltaError as exc:
             return Rejected(exc, str(exc))
 
-        async def receive() -> bytes:
-            raw = await self._body(request)
-            if as_json:
-                raw = await asyncio.to_thread(json_to_protobuf, raw, signal.request)
-            return raw
+        async def receive() -> Body:
+            body = await self._body(request)
+            if as_json:  # the log keeps protobuf, which replay decodes
+                return Body(
+                    await asyncio.to_thread(json_to_protobuf, body.protobuf, signal.request)
+                )
+            return body
 
         return await self.pipeline.export(signal, receive)
 
@@ -120,8 +122,8 @@ class HttpTransport:
                 "(receiver.max_receive_message_bytes)"
             )
 
-    async def _body(self, request: web.Request) -> bytes:
-        """The decompressed body, refused as soon as it is known to be over the limit."""
+    async def _body(self, request: web.Request) -> Body:
+        """The body, decompressed and refused as soon as it is known to be over the limit."""
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -130,7 +132,7 @@ class HttpTransport:
                 "(receiver.max_receive_message_bytes)"
             ) from None
         encoding = request.headers.get("Content-Encoding", "")
-        return await decompress_off_loop(body, encoding, self.limit)
+        return await receive_compressed(body, encoding, self.limit)
 
     def _response(self, signal: Signal, outcome: Outcome, as_json: bool) -> web.Response:
         content_type = JSON if as_json else PROTOBUF

@@ -46,6 +46,7 @@ APP_ID_PREFIX = "otel-delta-wal-"
 class _Waiting:
     signal_code: int
     payload: bytes
+    encoding: str
     item: Any
     commits: int
     future: asyncio.Future[int]
@@ -185,12 +186,16 @@ class WriteAheadLog:
                 self.retry_after,
             )
 
-    async def append(self, signal_code: int, payload: bytes, item: Any, commits: int) -> int:
-        """Log one record; returns its position once durable. `item` goes to `on_durable`,
-        `commits` is how many Delta commits must succeed before the record is released."""
+    async def append(
+        self, signal_code: int, payload: bytes, item: Any, commits: int, encoding: str = ""
+    ) -> int:
+        """Log one record; returns its position once durable. `payload`: the request as
+        received, compressed with `encoding` ("": plain protobuf). `item` goes to
+        `on_durable`, `commits` is how many Delta commits must succeed before the record is
+        released."""
         self.check_capacity(len(payload))
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Waiting(signal_code, payload, item, commits, future))
+        self._queue.append(_Waiting(signal_code, payload, encoding, item, commits, future))
         self._queued_bytes += len(payload)
         self._wake.set()
         # shield: a client that goes away must not cancel a record others share a sync with
@@ -205,7 +210,10 @@ class WriteAheadLog:
             self._queued_bytes -= sum(len(w.payload) for w in batch)
             if batch:
                 first = self.next_position
-                records = [Record(first + i, w.signal_code, w.payload) for i, w in enumerate(batch)]
+                records = [
+                    Record(first + i, w.signal_code, w.payload, w.encoding)
+                    for i, w in enumerate(batch)
+                ]
                 try:
                     await loop.run_in_executor(self._io, self._write, records)
                 except OSError as exc:

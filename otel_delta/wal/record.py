@@ -2,11 +2,16 @@
 
     magic   u16  0x4F57 ("OW")
     signal  u8   Signal.code of the request's signal
-    flags   u8   0 (reserved)
+    flags   u8   how the payload is compressed: 0 plain protobuf, 1 gzip, 2 deflate (zlib),
+                 3 zstd; the other values are reserved
     length  u32  payload bytes
     position u64 the record's place in the log (strictly increasing, never reused)
     crc     u32  CRC-32 of the 16 header bytes above and the payload
-    payload      the Export request's (decompressed) protobuf bytes
+    payload      the Export request as the client sent it: protobuf, compressed or not
+
+Logs written before the flags were used hold 0 there, and read as plain protobuf. A record with
+a reserved value comes from a newer otel-delta: it is refused with WalError, never skipped
+(skipping would drop an acknowledged request and every record after it).
 
 Little-endian. A record that is short, has another magic, or fails its CRC ends the readable
 log: after a crash that is the torn tail of a write that was never fsync'd (never answered).
@@ -19,7 +24,11 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from otel_delta.errors import WalError
+
 MAGIC = 0x4F57
+# the payload's compression, by flags value (pipeline/body.py names encodings the same way)
+ENCODINGS = ("", "gzip", "deflate", "zstd")
 HEADER = struct.Struct("<HBBIQ")  # magic, signal, flags, length, position
 CRC = struct.Struct("<I")
 HEADER_BYTES = HEADER.size + CRC.size
@@ -31,6 +40,7 @@ class Record:
     position: int
     signal_code: int
     payload: bytes
+    encoding: str = ""  # of the payload: one of ENCODINGS
 
     @property
     def size(self) -> int:
@@ -42,7 +52,8 @@ def header(record: Record) -> bytes:
     written as it is (a 4 MB request is not copied to make one record of it)."""
     if len(record.payload) > MAX_PAYLOAD:
         raise ValueError(f"WAL payload of {len(record.payload)} bytes is too large")
-    fields = HEADER.pack(MAGIC, record.signal_code, 0, len(record.payload), record.position)
+    flags = ENCODINGS.index(record.encoding)
+    fields = HEADER.pack(MAGIC, record.signal_code, flags, len(record.payload), record.position)
     return fields + CRC.pack(zlib.crc32(record.payload, zlib.crc32(fields)))
 
 
@@ -76,7 +87,7 @@ def _walk(data: bytes) -> Iterator[tuple[Record | None, int, str | None]]:
         if len(data) - offset < HEADER_BYTES:
             yield None, offset, "incomplete header"
             return
-        magic, code, _flags, length, position = HEADER.unpack_from(data, offset)
+        magic, code, flags, length, position = HEADER.unpack_from(data, offset)
         if magic != MAGIC:
             yield None, offset, "bad magic"
             return
@@ -91,5 +102,10 @@ def _walk(data: bytes) -> Iterator[tuple[Record | None, int, str | None]]:
         if zlib.crc32(payload, zlib.crc32(header)) != crc:
             yield None, offset, "checksum mismatch"
             return
-        yield Record(position, code, payload), end, None
+        if flags >= len(ENCODINGS):
+            raise WalError(
+                f"WAL record {position} has payload flags {flags}, which only a newer otel-delta "
+                "writes; start that version to replay it"
+            )
+        yield Record(position, code, payload, ENCODINGS[flags]), end, None
         offset = end

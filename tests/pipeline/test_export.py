@@ -17,6 +17,7 @@ from otel_delta.errors import (
 )
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.pipeline import Accepted, Decoder, ExportPipeline, Rejected, Retryable
+from otel_delta.pipeline.body import Body
 from otel_delta.pipeline.reservation import FIRST_EXPECTED_BYTES, RECENT_REQUESTS, RequestSizes
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.status import status_for
@@ -48,7 +49,7 @@ def run(tmp_path: Path, scenario, *, max_bytes: int = 1 << 30, max_request_bytes
 
 def test_valid_request_is_accepted_and_committed(tmp_path: Path) -> None:
     async def scenario(pipeline, buffer):
-        return await pipeline.export(TRACES, one_span_request(1).SerializeToString())
+        return await pipeline.export(TRACES, Body(one_span_request(1).SerializeToString()))
 
     outcome = run(tmp_path, scenario)
     assert outcome == Accepted(0, "", rows=1)
@@ -63,7 +64,7 @@ def test_invalid_items_are_a_partial_success(tmp_path: Path) -> None:
     bad.trace_id = b"short"
 
     async def scenario(pipeline, buffer):
-        return await pipeline.export(TRACES, request.SerializeToString())
+        return await pipeline.export(TRACES, Body(request.SerializeToString()))
 
     outcome = run(tmp_path, scenario)
     assert isinstance(outcome, Accepted) and outcome.partial and outcome.rejected == 1
@@ -73,9 +74,9 @@ def test_invalid_items_are_a_partial_success(tmp_path: Path) -> None:
 
 def test_undecodable_and_oversized_requests_are_rejected(tmp_path: Path) -> None:
     async def scenario(pipeline, buffer):
-        garbage = await pipeline.export(TRACES, b"\xff\xff\xff not protobuf")
+        garbage = await pipeline.export(TRACES, Body(b"\xff\xff\xff not protobuf"))
         big = await pipeline.export(
-            TRACES, ExportTraceServiceRequest().SerializeToString() + b"\0" * 300
+            TRACES, Body(ExportTraceServiceRequest().SerializeToString() + b"\0" * 300)
         )
         return garbage, big
 
@@ -90,15 +91,15 @@ def test_undecodable_and_oversized_requests_are_rejected(tmp_path: Path) -> None
 def test_full_buffer_and_shutdown_are_retryable_with_the_delay(tmp_path: Path) -> None:
     async def scenario(pipeline, buffer):
         first = asyncio.create_task(
-            pipeline.export(TRACES, one_span_request(1).SerializeToString())
+            pipeline.export(TRACES, Body(one_span_request(1).SerializeToString()))
         )
         while buffer.buffered_bytes == 0:
             await asyncio.sleep(0.001)
-        full = await pipeline.export(TRACES, one_span_request(2).SerializeToString())
+        full = await pipeline.export(TRACES, Body(one_span_request(2).SerializeToString()))
         await first
         closing = asyncio.create_task(buffer.close())
         await asyncio.sleep(0)
-        stopping = await pipeline.export(TRACES, one_span_request(3).SerializeToString())
+        stopping = await pipeline.export(TRACES, Body(one_span_request(3).SerializeToString()))
         await closing
         return full, stopping
 
@@ -117,9 +118,9 @@ def test_requests_being_converted_count_against_the_memory_bound(tmp_path: Path)
 
     async def scenario(pipeline, buffer):
         buffer.reserve(900)  # another request, still converting
-        refused = await pipeline.export(TRACES, raw)
+        refused = await pipeline.export(TRACES, Body(raw))
         buffer.release(900)
-        accepted = await pipeline.export(TRACES, raw)
+        accepted = await pipeline.export(TRACES, Body(raw))
         return refused, accepted, buffer.reserved_bytes
 
     refused, accepted, reserved = run(tmp_path, scenario, max_bytes=900 + 2 * len(raw))
@@ -137,9 +138,9 @@ def test_a_body_is_read_only_once_its_expected_size_fits(tmp_path: Path) -> None
     held_while_reading: list[int] = []
 
     async def scenario(pipeline, buffer):
-        async def receive() -> bytes:
+        async def receive() -> Body:
             held_while_reading.append(buffer.reserved_bytes)
-            return raw
+            return Body(raw)
 
         first = await pipeline.export(TRACES, receive)  # alone: always let in
         buffer.reserve(100)  # another request, being converted

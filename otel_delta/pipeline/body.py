@@ -1,0 +1,149 @@
+"""A request's body as the pipeline takes it: its protobuf bytes, and — when the client
+compressed them — the bytes as they came, which are what the write-ahead log keeps.
+
+Decompression is here, once, for both transports and for the log's replay:
+- OTLP/HTTP's `Content-Encoding`: gzip (the SDKs' and the Collector's default), deflate/zlib
+  and zstd (which the Collector's `otlphttp` exporter can be set to send);
+- OTLP/gRPC's per-message compression (gzip, deflate), which the server leaves to us
+  (transports/encoding.py tells it from the message's first bytes).
+
+Decompression stops as soon as the output passes the request limit, so a small compressed bomb
+costs at most the limit in memory, never its expanded size.
+
+Why the log keeps the compressed bytes: under the Collector's load (gzip, 8,192 spans a
+request) a request is 4.2 MB as protobuf and 0.5 MB as sent, so the log writes, checksums and
+fsyncs an eighth of the bytes, holds eight times the requests in `wal.max_bytes`, and the
+request's protobuf is let go of once converted instead of once logged. Replay inflates again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import zlib
+from dataclasses import dataclass
+
+import zstandard
+
+from otel_delta.errors import InvalidRequestError, RequestTooLargeError, UnsupportedMediaTypeError
+
+ENCODINGS = ("gzip", "deflate", "zlib", "zstd")
+CHUNK = 1 << 20
+# smaller bodies are decompressed on the event loop: a thread hop would cost more
+INLINE_BYTES = 64 * 1024
+
+
+def _too_large(limit: int) -> RequestTooLargeError:
+    return RequestTooLargeError(
+        f"decompressed request is over the limit of {limit} bytes "
+        "(receiver.max_receive_message_bytes)"
+    )
+
+
+def _inflate(body: bytes, wbits: int, limit: int) -> bytes:
+    """gzip (one or more members) or zlib, at most `limit` bytes of output."""
+    out = bytearray()
+    data = body
+    while data:
+        inflater = zlib.decompressobj(wbits)
+        chunk = inflater.decompress(data, limit + 1 - len(out))
+        out += chunk
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise _too_large(limit)
+        if not inflater.eof:
+            raise InvalidRequestError("truncated compressed body")
+        data = inflater.unused_data.lstrip(b"\0")  # gzip members may follow, padded
+    return bytes(out)
+
+
+def _unzstd(body: bytes, limit: int) -> bytes:
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body), read_across_frames=True)
+    out = bytearray()
+    while chunk := reader.read(CHUNK):
+        out += chunk
+        if len(out) > limit:
+            raise _too_large(limit)
+    return bytes(out)
+
+
+def decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    """The body without its `Content-Encoding` ("" or "identity": as is)."""
+    encoding = encoding.strip().lower()
+    try:
+        if encoding in ("", "identity"):
+            decoded = body
+        elif encoding == "gzip":
+            decoded = _inflate(body, 16 + zlib.MAX_WBITS, limit)
+        elif encoding in ("deflate", "zlib"):
+            decoded = _inflate(body, zlib.MAX_WBITS, limit)
+        elif encoding == "zstd":
+            decoded = _unzstd(body, limit)
+        else:
+            raise UnsupportedMediaTypeError(
+                f"unsupported Content-Encoding {encoding!r}; use one of {', '.join(ENCODINGS)}"
+            )
+    except (zlib.error, zstandard.ZstdError) as exc:
+        raise InvalidRequestError(f"cannot decompress the {encoding} body: {exc}") from None
+    if len(decoded) > limit:
+        raise _too_large(limit)
+    return decoded
+
+
+async def decompress_off_loop(body: bytes, encoding: str, limit: int) -> bytes:
+    """`decompress`, on a worker thread unless the body is small (zlib and zstd let go of the
+    GIL while they work)."""
+    if not encoding or len(body) <= INLINE_BYTES:
+        return decompress(body, encoding, limit)
+    return await asyncio.to_thread(decompress, body, encoding, limit)
+
+
+# a logged request was inflated within the limit when it was accepted: replay never refuses it
+# for its size, even if the limit has been lowered since
+UNBOUNDED = 2**62
+
+
+def canonical(encoding: str) -> str:
+    """An encoding as the log names it: "", "gzip", "deflate" or "zstd"."""
+    encoding = encoding.strip().lower()
+    return {"identity": "", "zlib": "deflate"}.get(encoding, encoding)
+
+
+@dataclass(frozen=True)
+class Body:
+    """One request's bytes: `protobuf` for the decoder; `received` and `encoding` when the
+    client compressed them (None and "": `protobuf` is what came)."""
+
+    protobuf: bytes
+    received: bytes | None = None
+    encoding: str = ""
+
+    @property
+    def logged(self) -> bytes:
+        """The bytes the write-ahead log keeps: as received."""
+        return self.protobuf if self.received is None else self.received
+
+    @property
+    def size(self) -> int:
+        """Bytes held in memory for it."""
+        return len(self.protobuf) + (0 if self.received is None else len(self.received))
+
+
+async def receive_compressed(body: bytes, encoding: str, limit: int) -> Body:
+    """The `Body` of bytes sent with `encoding` ("" or "identity": as they are)."""
+    encoding = canonical(encoding)
+    if not encoding:
+        return Body(body)
+    return Body(await decompress_off_loop(body, encoding, limit), body, encoding)
+
+
+def inflate_logged(payload: bytes, encoding: str) -> bytes:
+    """A logged request's protobuf bytes, from its payload and the encoding it was logged with
+    (wal/record.py). Raises InvalidRequestError if they no longer inflate."""
+    return decompress(payload, encoding, UNBOUNDED) if encoding else payload
+
+
+async def logged_protobuf(payload: bytes, encoding: str) -> bytes:
+    """`inflate_logged`, on a worker thread when the payload is large."""
+    if not encoding or len(payload) <= INLINE_BYTES:
+        return inflate_logged(payload, encoding)
+    return await asyncio.to_thread(inflate_logged, payload, encoding)

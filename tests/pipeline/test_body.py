@@ -1,0 +1,91 @@
+"""Request bodies (pipeline/body.py): every encoding round-trips, nothing inflates past the
+limit, and a compressed body keeps the bytes as received for the write-ahead log."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import random
+import zlib
+
+import pytest
+import zstandard
+
+from otel_delta.errors import InvalidRequestError, RequestTooLargeError, UnsupportedMediaTypeError
+from otel_delta.pipeline.body import (
+    INLINE_BYTES,
+    Body,
+    decompress,
+    inflate_logged,
+    logged_protobuf,
+    receive_compressed,
+)
+from otel_delta.wal.record import ENCODINGS as LOGGED_ENCODINGS
+
+BODY = b"otlp " * 1000
+PACKERS = {
+    "gzip": gzip.compress,
+    "deflate": zlib.compress,
+    "zlib": zlib.compress,
+    "zstd": zstandard.ZstdCompressor().compress,
+    "identity": lambda body: body,
+    "": lambda body: body,
+}
+
+
+@pytest.mark.parametrize("encoding", PACKERS)
+def test_round_trip(encoding: str) -> None:
+    assert decompress(PACKERS[encoding](BODY), encoding.upper(), len(BODY)) == BODY
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "zstd", "identity"])
+def test_one_byte_over_the_limit_is_too_large(encoding: str) -> None:
+    with pytest.raises(RequestTooLargeError):
+        decompress(PACKERS[encoding](BODY), encoding, len(BODY) - 1)
+
+
+def test_a_bomb_stops_at_the_limit() -> None:
+    bomb = gzip.compress(b"\0" * (256 * 1024 * 1024))  # 256 MiB of zeros in ~250 KiB
+    with pytest.raises(RequestTooLargeError):
+        decompress(bomb, "gzip", 1024 * 1024)
+
+
+def test_concatenated_gzip_members() -> None:
+    assert decompress(gzip.compress(b"ab") + gzip.compress(b"cd"), "gzip", 10) == b"abcd"
+
+
+def test_truncated_and_foreign_bodies() -> None:
+    with pytest.raises(InvalidRequestError, match="truncated"):
+        decompress(gzip.compress(BODY)[:-20], "gzip", len(BODY))
+    with pytest.raises(InvalidRequestError, match="cannot decompress"):
+        decompress(b"plain text", "zstd", 100)
+    with pytest.raises(UnsupportedMediaTypeError, match="snappy"):
+        decompress(b"", "snappy", 100)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "zlib", "zstd", "identity", ""])
+@pytest.mark.parametrize("noise", [0, INLINE_BYTES * 2])  # on the loop, on a worker thread
+def test_a_received_body_keeps_what_came_and_inflates_again_as_logged(
+    encoding: str, noise: int
+) -> None:
+    protobuf = BODY + random.Random(3).randbytes(noise)
+    sent = PACKERS[encoding](protobuf)
+    body = asyncio.run(receive_compressed(sent, encoding.upper(), len(protobuf)))
+    assert body.protobuf == protobuf
+    if encoding in ("", "identity"):
+        assert body == Body(protobuf) and body.logged is body.protobuf
+        assert body.size == len(protobuf)
+    else:
+        assert body.received is sent and body.logged is sent
+        assert body.size == len(protobuf) + len(sent)
+    assert body.encoding in LOGGED_ENCODINGS  # the log has a flag for it
+    assert inflate_logged(body.logged, body.encoding) == protobuf
+    assert asyncio.run(logged_protobuf(body.logged, body.encoding)) == protobuf
+
+
+def test_a_logged_body_inflates_whatever_the_request_limit() -> None:
+    """Accepted once within the limit: replay never refuses it for its size."""
+    big = gzip.compress(b"\0" * (8 * 1024 * 1024))
+    assert len(inflate_logged(big, "gzip")) == 8 * 1024 * 1024
+    with pytest.raises(InvalidRequestError):
+        inflate_logged(gzip.compress(BODY)[:-20], "gzip")
