@@ -190,7 +190,10 @@ class GroupCommitBuffer:
         pending.batches.append(data)
         if position is not None:
             pending.positions.append(position)
-        nbytes = data.nbytes  # not free: pyarrow walks every buffer's referenced range
+        # the buffers' sizes: `nbytes` would walk every buffer's referenced range, 0.19 ms per
+        # 8,192-span table against 0.006 ms, for the same figure on whole tables (the slices
+        # of a table would count whole buffers here: more, never less, than they hold)
+        nbytes = data.get_total_buffer_size()
         pending.rows += data.num_rows
         pending.nbytes += nbytes
         self._bytes += nbytes

@@ -27,7 +27,6 @@ from otel_delta.errors import (
     WalError,
 )
 from otel_delta.metrics import ACCEPTED_ITEMS, REFUSED_ITEMS
-from otel_delta.pipeline.admission import admit
 from otel_delta.pipeline.body import Body
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.pipeline.outcome import Accepted, Outcome, Rejected, Retryable
@@ -154,7 +153,7 @@ class ExportPipeline:
     async def _convert(self, signal: Signal, raw: bytes) -> Converted | Rejected:
         """Decode, convert and admit, or the reason the request is rejected."""
         try:
-            return admit(await self.decoder.decode(signal, raw), self.partition_by)
+            return await self.decoder.decode(signal, raw, self.partition_by)
         except (InvalidRequestError, RequestTooLargeError) as exc:
             return Rejected(exc, str(exc))
         except (pa.ArrowCapacityError, OverflowError, MemoryError) as exc:

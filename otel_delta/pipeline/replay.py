@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.errors import InvalidRequestError, RequestTooLargeError, TableNotFoundError
 from otel_delta.lakehouse import Lakehouse
-from otel_delta.pipeline.admission import admit
 from otel_delta.pipeline.body import logged_protobuf
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.signals import SIGNALS_BY_CODE
@@ -58,7 +57,7 @@ async def replay(
             if signal is None:
                 raise InvalidRequestError(f"unknown signal code {record.signal_code}")
             raw = await logged_protobuf(record.payload, record.encoding)
-            converted = admit(await decoder.decode(signal, raw), lakehouse.partition_by)
+            converted = await decoder.decode(signal, raw, lakehouse.partition_by)
             del raw
         except (InvalidRequestError, RequestTooLargeError) as exc:
             # it was accepted once: only another otel-delta version can refuse it now
