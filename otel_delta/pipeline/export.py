@@ -109,7 +109,7 @@ class ExportPipeline:
         except OtelDeltaError as exc:
             return Rejected(exc, str(exc))
         raw = request.protobuf
-        self.sizes.observe(signal.code, request.size)
+        self.sizes.observe(signal.code, len(raw))
         if len(raw) > self.max_request_bytes:
             error = RequestTooLargeError(
                 f"request of {len(raw)} bytes is over the limit of {self.max_request_bytes} "
@@ -118,7 +118,8 @@ class ExportPipeline:
             return Rejected(error, str(error))
         if self.wal is not None:
             self.wal.check_capacity(len(request.logged))
-        held.request(request.size)  # its real size: refuse before spending CPU on decoding
+        # its real size: refuse before spending CPU on decoding
+        held.request(len(raw), request.size - len(raw))
         converted = await self._convert(signal, raw)
         if not isinstance(converted, Converted):
             return converted

@@ -60,11 +60,12 @@ class Reservation:
     ) -> None:
         self.shrink(0)
 
-    def request(self, request_bytes: int) -> None:
-        """Hold what a request of `request_bytes` needs while it is received and converted;
+    def request(self, request_bytes: int, received_bytes: int = 0) -> None:
+        """Hold what a request of `request_bytes` of protobuf needs while it is received and
+        converted, plus `received_bytes` kept beside it (its compressed bytes, for the log);
         BufferFullError (holding nothing) if that does not fit beside everything else."""
         self.shrink(0)
-        needed = request_bytes * (1 + CONVERSION_BYTES_PER_BYTE)
+        needed = request_bytes * (1 + CONVERSION_BYTES_PER_BYTE) + received_bytes
         self.buffer.reserve(needed)
         self.bytes = needed
 
