@@ -45,12 +45,17 @@ def forbid_poison(lake: Path) -> None:
     DeltaTable(str(lake / "spans")).alter.add_constraint({"no_poison": "name != 'poison'"})
 
 
-def test_wal_mode_moves_the_refused_request_to_the_dead_letters(tmp_path: Path) -> None:
+@pytest.mark.parametrize("compression", [grpc.Compression.NoCompression, grpc.Compression.Gzip])
+def test_wal_mode_moves_the_refused_request_to_the_dead_letters(
+    tmp_path: Path, compression: grpc.Compression
+) -> None:
+    """Also when the request came gzip'd (the log keeps it so): the dead letter holds its
+    protobuf, as backfill's dead letters do."""
     lake, wal = tmp_path / "lake", tmp_path / "wal"
     settings = make_settings(lake, ack="wal", wal_dir=wal, flush_interval_seconds=1.0)
     bridge = RunningBridge(settings)
     try:
-        traces, _, _ = bridge.stubs(bridge.channel())
+        traces, _, _ = bridge.stubs(bridge.channel(compression=compression))
         traces.Export(request(1, ["first"]))
         wait_until(lambda: table_exists(lake, "spans") and read_table(lake, "spans").num_rows == 1)
         forbid_poison(lake)
