@@ -55,8 +55,12 @@ def request(first: int):
 
 
 def load(endpoint: str, stream: int, stop: threading.Event, acked: list[str], sent: list[str]):
-    """One client: requests with ids unique to `stream`, until stopped; no retries."""
-    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(endpoint))
+    """One client: requests with ids unique to `stream`, until stopped; no retries. Every
+    other client gzips its requests (as a Collector does), so the log holds both kinds."""
+    compression = grpc.Compression.Gzip if stream % 2 else grpc.Compression.NoCompression
+    stub = trace_service_pb2_grpc.TraceServiceStub(
+        grpc.insecure_channel(endpoint, compression=compression)
+    )
     counter = 0
     while not stop.is_set():
         counter += 1  # from 1: an all-zero trace id would be rejected
