@@ -139,11 +139,9 @@ async def receive_compressed(body: bytes, encoding: str, limit: int) -> Body:
 def inflate_logged(payload: bytes, encoding: str) -> bytes:
     """A logged request's protobuf bytes, from its payload and the encoding it was logged with
     (wal/record.py). Raises InvalidRequestError if they no longer inflate."""
-    return decompress(payload, encoding, UNBOUNDED) if encoding else payload
+    return decompress(payload, encoding, UNBOUNDED)
 
 
 async def logged_protobuf(payload: bytes, encoding: str) -> bytes:
     """`inflate_logged`, on a worker thread when the payload is large."""
-    if not encoding or len(payload) <= INLINE_BYTES:
-        return inflate_logged(payload, encoding)
-    return await asyncio.to_thread(inflate_logged, payload, encoding)
+    return await decompress_off_loop(payload, encoding, UNBOUNDED)
