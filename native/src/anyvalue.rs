@@ -219,3 +219,53 @@ fn typed_kv(out: &mut String, kv: &KeyValue) {
     }
     out.push('}');
 }
+
+/// `encode` of an AnyValue given as its wire bytes (None: the KeyValue had no value), read in
+/// place (crate::wire). Array and kvlist values are decoded with prost and go through `encode`.
+pub fn encode_wire(value: Option<&[u8]>) -> Result<Encoded<'_>, Fallback> {
+    use crate::wire::{for_each, Value as Wire, FIXED64, LEN, VARINT};
+    let Some(bytes) = value else { return encode(None) };
+    let mut last: Option<(u32, Wire<'_>)> = None;
+    let mut nested = false;
+    for_each(bytes, |number, field| {
+        let wire_type = match number {
+            1 | 5 | 6 | 7 => LEN,
+            2 | 3 | 8 => VARINT,
+            4 => FIXED64,
+            _ => return Ok(()), // unknown: skipped, as prost skips it
+        };
+        crate::wire::expect(&field, wire_type)?;
+        if number == 1 {
+            field.string()?; // every occurrence is UTF-8 checked, the last one kept
+        }
+        nested |= number == 5 || number == 6;
+        last = Some((number, field));
+        Ok(())
+    })?;
+    if nested {
+        // protobuf merges repeated message fields of a oneof: prost's decoder does it
+        let decoded = <AnyValue as prost::Message>::decode(bytes).map_err(|_| Fallback)?;
+        let (text, type_) = encode(Some(&decoded))?;
+        return Ok((text.map(|t| Cow::Owned(t.into_owned())), type_));
+    }
+    let Some((number, field)) = last else { return Ok((None, Some(Cow::Borrowed("empty")))) };
+    Ok(match (number, field) {
+        (1, f) => (Some(Cow::Borrowed(f.string()?)), None),
+        (2, f) => {
+            let b = f.varint()? != 0;
+            (Some(Cow::Borrowed(if b { "true" } else { "false" })), Some(Cow::Borrowed("bool")))
+        }
+        (3, f) => (Some(Cow::Owned((f.varint()? as i64).to_string())), Some(Cow::Borrowed("int"))),
+        (4, f) => {
+            let mut text = String::new();
+            float_repr(&mut text, f64::from_bits(f.fixed64()?));
+            (Some(Cow::Owned(text)), Some(Cow::Borrowed("double")))
+        }
+        (7, f) => (Some(Cow::Owned(b64(f.bytes()?))), Some(Cow::Borrowed("bytes"))),
+        (8, f) => (
+            Some(Cow::Owned((f.varint()? as i32).to_string())),
+            Some(Cow::Borrowed("string_strindex")),
+        ),
+        _ => unreachable!("only oneof fields are kept"),
+    })
+}

@@ -8,7 +8,8 @@ use arrow_array::{make_array, Array, ArrayRef, Int32Array, Int64Array, ListArray
 use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Fields};
 
-use crate::anyvalue::{encode, Fallback};
+use crate::anyvalue::{encode, encode_wire, Fallback};
+use crate::wire;
 use crate::otlp::opentelemetry::proto::common::v1::KeyValue;
 
 pub const NANOS_PER_DAY: i64 = 86_400_000_000_000;
@@ -145,6 +146,28 @@ impl Rejections {
     }
 }
 
+/// The key and the value's bytes (None: absent) of one KeyValue message, read in place.
+pub fn key_value(bytes: &[u8]) -> Result<(&str, Option<&[u8]>), Fallback> {
+    let mut key = "";
+    let mut value = None;
+    let mut reader = wire::fields(bytes);
+    while let Some((number, field)) = reader.next_field()? {
+        match number {
+            1 => {
+                wire::expect(&field, wire::LEN)?;
+                key = field.string()?;
+            }
+            2 => {
+                wire::expect(&field, wire::LEN)?;
+                wire::once(&mut value, field)?;
+            }
+            3 => wire::expect(&field, wire::VARINT)?, // key_strindex: not used
+            _ => {}
+        }
+    }
+    Ok((key, value))
+}
+
 /// One MAP<STRING,STRING> column being built.
 #[derive(Default)]
 struct MapColumn {
@@ -220,6 +243,29 @@ impl AttributeColumns {
             self.values.values.append_option(text);
             if let Some(type_) = type_ {
                 self.types.keys.append_value(&kv.key);
+                self.types.values.append_value(type_);
+            }
+        }
+        self.values.end_row();
+        self.types.end_row();
+        Ok(())
+    }
+
+    /// The KeyValue messages of field `field` of `message`, read in place (crate::wire): the
+    /// same row as `append` makes of them once decoded.
+    pub fn append_wire(&mut self, message: &[u8], field: u32) -> Result<(), Fallback> {
+        let mut reader = wire::fields(message);
+        while let Some((number, value)) = reader.next_field()? {
+            if number != field {
+                continue;
+            }
+            wire::expect(&value, wire::LEN)?;
+            let (key, value) = key_value(value.bytes()?)?;
+            let (text, type_) = encode_wire(value)?;
+            self.values.keys.append_value(key);
+            self.values.values.append_option(text);
+            if let Some(type_) = type_ {
+                self.types.keys.append_value(key);
                 self.types.values.append_value(type_);
             }
         }

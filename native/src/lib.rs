@@ -21,6 +21,7 @@ mod logs;
 mod metrics;
 mod pyrepr;
 mod spans;
+mod wire;
 
 #[allow(clippy::all, dead_code)]
 mod otlp {

@@ -1,4 +1,5 @@
 //! ExportTraceServiceRequest bytes → the `spans` table (otel_delta/convert/spans.py).
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow_array::builder::StringBuilder;
@@ -6,38 +7,146 @@ use arrow_array::StructArray;
 use prost::Message;
 
 use crate::anyvalue::Fallback;
+use crate::anyvalue::encode_wire;
 use crate::columns::{
-    field_type, hex, id_error, int64, list, strings, struct_fields, timestamp_and_date,
+    field_type, hex, id_error, int64, key_value, list, strings, struct_fields, timestamp_and_date,
     AttributeColumns, Columns, Rejections, SPAN_ID_BYTES, TRACE_ID_BYTES,
 };
 use crate::context::RowContext;
-use crate::otlp::opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest;
-use crate::otlp::opentelemetry::proto::trace::v1::{span, status, Span};
+use crate::otlp::opentelemetry::proto::common::v1::InstrumentationScope;
+use crate::otlp::opentelemetry::proto::resource::v1::Resource;
+use crate::otlp::opentelemetry::proto::trace::v1::{span, status};
+use crate::wire;
 use crate::{Outcome, Schemas};
 
-fn span_error(span: &Span) -> Option<String> {
-    id_error(&span.trace_id, TRACE_ID_BYTES, "span trace_id", true)
-        .or_else(|| id_error(&span.span_id, SPAN_ID_BYTES, "span span_id", true))
-        .or_else(|| id_error(&span.parent_span_id, SPAN_ID_BYTES, "span parent_span_id", false))
-        .or_else(|| {
-            span.links.iter().find_map(|link| {
-                id_error(&link.trace_id, TRACE_ID_BYTES, "link trace_id", true)
-                    .or_else(|| id_error(&link.span_id, SPAN_ID_BYTES, "link span_id", true))
-            })
-        })
-}
-
 /// Enum name, or the number as text for values newer than the proto (`columns.enum_name`).
-fn kind_name(value: i32) -> String {
+fn kind_name(value: i32) -> Cow<'static, str> {
     span::SpanKind::try_from(value)
-        .map(|k| k.as_str_name().to_string())
-        .unwrap_or_else(|_| value.to_string())
+        .map(|k| Cow::Borrowed(k.as_str_name()))
+        .unwrap_or_else(|_| Cow::Owned(value.to_string()))
 }
 
-fn status_name(value: i32) -> String {
+fn status_name(value: i32) -> Cow<'static, str> {
     status::StatusCode::try_from(value)
-        .map(|k| k.as_str_name().to_string())
-        .unwrap_or_else(|_| value.to_string())
+        .map(|k| Cow::Borrowed(k.as_str_name()))
+        .unwrap_or_else(|_| Cow::Owned(value.to_string()))
+}
+
+/// A span's scalar fields, read in place (last occurrence wins, as protobuf decoding does);
+/// its attributes, events and links are read from `bytes` when the row is appended.
+#[derive(Default)]
+struct SpanView<'a> {
+    bytes: &'a [u8],
+    trace_id: &'a [u8],
+    span_id: &'a [u8],
+    trace_state: &'a str,
+    parent: &'a [u8],
+    flags: u32,
+    name: &'a str,
+    kind: i32,
+    start: u64,
+    end: u64,
+    dropped_attributes: u32,
+    dropped_events: u32,
+    dropped_links: u32,
+    status: Option<&'a [u8]>,
+}
+
+impl<'a> SpanView<'a> {
+    fn read(bytes: &'a [u8]) -> Result<Self, Fallback> {
+        let mut span = SpanView { bytes, ..Default::default() };
+        let mut reader = wire::fields(bytes);
+        while let Some((number, field)) = reader.next_field()? {
+            match number {
+                1 => span.trace_id = len(field)?,
+                2 => span.span_id = len(field)?,
+                3 => span.trace_state = field.string()?,
+                4 => span.parent = len(field)?,
+                5 => span.name = field.string()?,
+                6 => span.kind = field.varint()? as i32,
+                7 => span.start = field.fixed64()?,
+                8 => span.end = field.fixed64()?,
+                9 | 11 | 13 => wire::expect(&field, wire::LEN)?,
+                10 => span.dropped_attributes = field.varint()? as u32,
+                12 => span.dropped_events = field.varint()? as u32,
+                14 => span.dropped_links = field.varint()? as u32,
+                15 => wire::once(&mut span.status, field)?,
+                16 => span.flags = field.fixed32()?,
+                _ => {}
+            }
+        }
+        Ok(span)
+    }
+
+    /// Why the span is rejected (`ids.id_error` of its ids, then of each link's), or None.
+    fn error(&self) -> Result<Option<String>, Fallback> {
+        let own = id_error(self.trace_id, TRACE_ID_BYTES, "span trace_id", true)
+            .or_else(|| id_error(self.span_id, SPAN_ID_BYTES, "span span_id", true))
+            .or_else(|| id_error(self.parent, SPAN_ID_BYTES, "span parent_span_id", false));
+        if own.is_some() {
+            return Ok(own);
+        }
+        let mut reader = wire::fields(self.bytes);
+        while let Some((number, field)) = reader.next_field()? {
+            if number == 13 {
+                let link = LinkView::read(len(field)?)?;
+                let error = id_error(link.trace_id, TRACE_ID_BYTES, "link trace_id", true)
+                    .or_else(|| id_error(link.span_id, SPAN_ID_BYTES, "link span_id", true));
+                if error.is_some() {
+                    return Ok(error);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// `(code, message)` of its status (0 and "" without one).
+    fn status(&self) -> Result<(i32, &'a str), Fallback> {
+        let Some(bytes) = self.status else { return Ok((0, "")) };
+        let (mut code, mut message) = (0, "");
+        let mut reader = wire::fields(bytes);
+        while let Some((number, field)) = reader.next_field()? {
+            match number {
+                2 => message = field.string()?,
+                3 => code = field.varint()? as i32,
+                _ => {}
+            }
+        }
+        Ok((code, message))
+    }
+}
+
+#[derive(Default)]
+struct LinkView<'a> {
+    bytes: &'a [u8],
+    trace_id: &'a [u8],
+    span_id: &'a [u8],
+    trace_state: &'a str,
+    dropped: u32,
+    flags: u32,
+}
+
+impl<'a> LinkView<'a> {
+    fn read(bytes: &'a [u8]) -> Result<Self, Fallback> {
+        let mut link = LinkView { bytes, ..Default::default() };
+        let mut reader = wire::fields(bytes);
+        while let Some((number, field)) = reader.next_field()? {
+            match number {
+                1 => link.trace_id = len(field)?,
+                2 => link.span_id = len(field)?,
+                3 => link.trace_state = field.string()?,
+                4 => wire::expect(&field, wire::LEN)?,
+                5 => link.dropped = field.varint()? as u32,
+                6 => link.flags = field.fixed32()?,
+                _ => {}
+            }
+        }
+        Ok(link)
+    }
+}
+
+fn len(field: wire::Value<'_>) -> Result<&[u8], Fallback> {
+    field.bytes()
 }
 
 struct EventColumns {
@@ -49,14 +158,38 @@ struct EventColumns {
 }
 
 impl EventColumns {
-    fn append(&mut self, events: &[span::Event]) -> Result<(), Fallback> {
-        for event in events {
-            self.time.push(event.time_unix_nano as i64);
-            self.name.append_value(&event.name);
-            self.attributes.append(&event.attributes)?;
-            self.dropped.push(event.dropped_attributes_count as i64);
+    /// The events (field 11) of a span's bytes; `append` false: only read them (a rejected
+    /// span's events must decode as they would have, but make no row).
+    fn append_wire(&mut self, span: &[u8], append: bool) -> Result<(), Fallback> {
+        let mut reader = wire::fields(span);
+        while let Some((number, field)) = reader.next_field()? {
+            if number != 11 {
+                continue;
+            }
+            let event = len(field)?;
+            let (mut time, mut name, mut dropped) = (0u64, "", 0u32);
+            let mut fields = wire::fields(event);
+            while let Some((number, field)) = fields.next_field()? {
+                match number {
+                    1 => time = field.fixed64()?,
+                    2 => name = field.string()?,
+                    3 => wire::expect(&field, wire::LEN)?,
+                    4 => dropped = field.varint()? as u32,
+                    _ => {}
+                }
+            }
+            if append {
+                self.time.push(time as i64);
+                self.name.append_value(name);
+                self.attributes.append_wire(event, 3)?;
+                self.dropped.push(i64::from(dropped));
+            } else {
+                check_attributes(event, 3)?;
+            }
         }
-        self.offsets.push(self.time.len() as i32);
+        if append {
+            self.offsets.push(self.time.len() as i32);
+        }
         Ok(())
     }
 }
@@ -72,20 +205,46 @@ struct LinkColumns {
 }
 
 impl LinkColumns {
-    fn append(&mut self, links: &[span::Link], scratch: &mut String) -> Result<(), Fallback> {
-        for link in links {
-            hex(scratch, &link.trace_id);
+    /// The links (field 13) of a span's bytes; `append` false: only read them.
+    fn append_wire(&mut self, span: &[u8], scratch: &mut String, append: bool) -> Result<(), Fallback> {
+        let mut reader = wire::fields(span);
+        while let Some((number, field)) = reader.next_field()? {
+            if number != 13 {
+                continue;
+            }
+            let link = LinkView::read(len(field)?)?;
+            if !append {
+                check_attributes(link.bytes, 4)?;
+                continue;
+            }
+            hex(scratch, link.trace_id);
             self.trace_id.append_value(&scratch);
-            hex(scratch, &link.span_id);
+            hex(scratch, link.span_id);
             self.span_id.append_value(&scratch);
-            self.trace_state.append_value(&link.trace_state);
-            self.flags.push(link.flags as i64);
-            self.attributes.append(&link.attributes)?;
-            self.dropped.push(link.dropped_attributes_count as i64);
+            self.trace_state.append_value(link.trace_state);
+            self.flags.push(i64::from(link.flags));
+            self.attributes.append_wire(link.bytes, 4)?;
+            self.dropped.push(i64::from(link.dropped));
         }
-        self.offsets.push(self.flags.len() as i32);
+        if append {
+            self.offsets.push(self.flags.len() as i32);
+        }
         Ok(())
     }
+}
+
+/// Reads the KeyValues of field `field` as `AttributeColumns::append_wire` would, making no
+/// row: a rejected item's attributes must decode (and nest no deeper) as an accepted one's.
+fn check_attributes(message: &[u8], field: u32) -> Result<(), Fallback> {
+    let mut reader = wire::fields(message);
+    while let Some((number, value)) = reader.next_field()? {
+        if number == field {
+            wire::expect(&value, wire::LEN)?;
+            let (_, value) = key_value(value.bytes()?)?;
+            encode_wire(value)?;
+        }
+    }
+    Ok(())
 }
 
 #[derive(Default)]
@@ -108,35 +267,72 @@ struct SpanColumns {
 }
 
 impl SpanColumns {
-    fn append(&mut self, span: &Span, scratch: &mut String) -> Result<(), Fallback> {
-        hex(scratch, &span.trace_id);
+    fn append(&mut self, span: &SpanView<'_>, scratch: &mut String) -> Result<(), Fallback> {
+        hex(scratch, span.trace_id);
         self.trace_id.append_value(&scratch);
-        hex(scratch, &span.span_id);
+        hex(scratch, span.span_id);
         self.span_id.append_value(&scratch);
-        hex(scratch, &span.parent_span_id);
+        hex(scratch, span.parent);
         self.parent.append_value(&scratch);
-        self.trace_state.append_value(&span.trace_state);
-        self.flags.push(span.flags as i64);
-        self.name.append_value(&span.name);
+        self.trace_state.append_value(span.trace_state);
+        self.flags.push(i64::from(span.flags));
+        self.name.append_value(span.name);
         self.kind.append_value(kind_name(span.kind));
-        let (start, end) = (span.start_time_unix_nano as i64, span.end_time_unix_nano as i64);
+        let (start, end) = (span.start as i64, span.end as i64);
         self.start.push(start);
         self.duration.push(end.wrapping_sub(start));
-        let (code, message) = span.status.as_ref().map_or((0, ""), |s| (s.code, s.message.as_str()));
+        let (code, message) = span.status()?;
         self.status_code.append_value(status_name(code));
         self.status_message.append_value(message);
-        self.attributes.append(&span.attributes)?;
-        self.dropped_attributes.push(span.dropped_attributes_count as i64);
-        self.dropped_events.push(span.dropped_events_count as i64);
-        self.dropped_links.push(span.dropped_links_count as i64);
+        self.attributes.append_wire(span.bytes, 9)?;
+        self.dropped_attributes.push(i64::from(span.dropped_attributes));
+        self.dropped_events.push(i64::from(span.dropped_events));
+        self.dropped_links.push(i64::from(span.dropped_links));
         Ok(())
     }
 }
 
+/// The singular message `once_field` and the string `url_field` of a message (last wins),
+/// with the wire types of its repeated message field `repeated_field` checked.
+fn header(
+    bytes: &[u8],
+    once_field: u32,
+    repeated_field: u32,
+    url_field: u32,
+) -> Result<(Option<&[u8]>, &str), Fallback> {
+    let (mut message, mut url) = (None, "");
+    let mut reader = wire::fields(bytes);
+    while let Some((number, field)) = reader.next_field()? {
+        if number == once_field {
+            wire::expect(&field, wire::LEN)?;
+            wire::once(&mut message, field)?;
+        } else if number == repeated_field {
+            wire::expect(&field, wire::LEN)?;
+        } else if number == url_field {
+            url = field.string()?;
+        }
+    }
+    Ok((message, url))
+}
+
+/// The messages of a repeated field, in wire order.
+fn repeated<'a>(bytes: &'a [u8], field: u32) -> impl Iterator<Item = Result<&'a [u8], Fallback>> {
+    let mut reader = wire::fields(bytes);
+    std::iter::from_fn(move || loop {
+        match reader.next_field() {
+            Err(e) => return Some(Err(e)),
+            Ok(None) => return None,
+            Ok(Some((number, value))) if number == field => return Some(value.bytes()),
+            Ok(Some(_)) => continue,
+        }
+    })
+}
+
+fn decoded<M: Message + Default>(bytes: Option<&[u8]>) -> Result<Option<M>, Fallback> {
+    bytes.map(|b| M::decode(b).map_err(|_| Fallback)).transpose()
+}
+
 pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Outcome, String> {
-    let Ok(request) = ExportTraceServiceRequest::decode(raw) else {
-        return Ok(Outcome::Fallback); // Python decodes again and words the error
-    };
     let mut rejected = Rejections::new(max_messages);
     let mut ctx = RowContext::default();
     let mut spans = SpanColumns::default();
@@ -157,27 +353,38 @@ pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Out
         dropped: Vec::new(),
     };
     let mut scratch = String::with_capacity(32);
+    // read in place (crate::wire); whatever it does not take as prost would, Python answers
     let walked: Result<(), Fallback> = (|| {
-        for resource_spans in &request.resource_spans {
-            ctx.enter_resource(resource_spans.resource.as_ref(), &resource_spans.schema_url)?;
-            for scope_spans in &resource_spans.scope_spans {
-                ctx.enter_scope(scope_spans.scope.as_ref(), &scope_spans.schema_url)?;
-                for span in &scope_spans.spans {
-                    if let Some(error) = span_error(span) {
+        for resource_spans in repeated(raw, 1) {
+            let resource_spans = resource_spans?;
+            let (resource, url) = header(resource_spans, 1, 2, 3)?;
+            ctx.enter_resource(decoded::<Resource>(resource)?.as_ref(), url)?;
+            for scope_spans in repeated(resource_spans, 2) {
+                let scope_spans = scope_spans?;
+                let (scope, url) = header(scope_spans, 1, 2, 3)?;
+                ctx.enter_scope(decoded::<InstrumentationScope>(scope)?.as_ref(), url)?;
+                for span in repeated(scope_spans, 2) {
+                    let span = SpanView::read(span?)?;
+                    if let Some(error) = span.error()? {
+                        // not a row, but its bytes must decode as an accepted span's would
+                        span.status()?;
+                        check_attributes(span.bytes, 9)?;
+                        events.append_wire(span.bytes, false)?;
+                        links.append_wire(span.bytes, &mut scratch, false)?;
                         rejected.add(error);
                         continue;
                     }
                     ctx.add_row();
-                    spans.append(span, &mut scratch)?;
-                    events.append(&span.events)?;
-                    links.append(&span.links, &mut scratch)?;
+                    spans.append(&span, &mut scratch)?;
+                    events.append_wire(span.bytes, true)?;
+                    links.append_wire(span.bytes, &mut scratch, true)?;
                 }
             }
         }
         Ok(())
     })();
     if walked.is_err() {
-        return Ok(Outcome::Fallback);
+        return Ok(Outcome::Fallback); // Python decodes again and words any error
     }
     if spans.flags.is_empty() {
         return Ok(Outcome::Converted(Vec::new(), rejected));

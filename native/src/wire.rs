@@ -1,0 +1,155 @@
+//! The protobuf wire format, read in place: fields of a message as slices of the request.
+//!
+//! The spans converter walks a request with this instead of decoding it into prost's owned
+//! messages first (a `String` or `Vec` allocated, filled and freed for every id, name and
+//! attribute). Anything this reader does not take as prost would — a group, a known field
+//! with another wire type, a singular message field given twice (which protobuf merges) — is
+//! reported as `Fallback`, and the Python reference converter answers for the request.
+use crate::anyvalue::Fallback;
+
+pub const VARINT: u8 = 0;
+pub const FIXED64: u8 = 1;
+pub const LEN: u8 = 2;
+pub const FIXED32: u8 = 5;
+
+/// One field's value as it sits on the wire.
+#[derive(Clone, Copy)]
+pub enum Value<'a> {
+    Varint(u64),
+    Fixed64(u64),
+    Len(&'a [u8]),
+    Fixed32(u32),
+}
+
+impl<'a> Value<'a> {
+    pub fn wire_type(&self) -> u8 {
+        match self {
+            Value::Varint(_) => VARINT,
+            Value::Fixed64(_) => FIXED64,
+            Value::Len(_) => LEN,
+            Value::Fixed32(_) => FIXED32,
+        }
+    }
+
+    pub fn varint(self) -> Result<u64, Fallback> {
+        match self {
+            Value::Varint(v) => Ok(v),
+            _ => Err(Fallback),
+        }
+    }
+
+    pub fn fixed64(self) -> Result<u64, Fallback> {
+        match self {
+            Value::Fixed64(v) => Ok(v),
+            _ => Err(Fallback),
+        }
+    }
+
+    pub fn fixed32(self) -> Result<u32, Fallback> {
+        match self {
+            Value::Fixed32(v) => Ok(v),
+            _ => Err(Fallback),
+        }
+    }
+
+    pub fn bytes(self) -> Result<&'a [u8], Fallback> {
+        match self {
+            Value::Len(v) => Ok(v),
+            _ => Err(Fallback),
+        }
+    }
+
+    /// A `string` field: UTF-8 checked, as prost checks it.
+    pub fn string(self) -> Result<&'a str, Fallback> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| Fallback)
+    }
+}
+
+/// The fields of one message, in wire order.
+pub struct Fields<'a> {
+    buf: &'a [u8],
+}
+
+pub fn fields(buf: &[u8]) -> Fields<'_> {
+    Fields { buf }
+}
+
+impl<'a> Fields<'a> {
+    fn read_varint(&mut self) -> Result<u64, Fallback> {
+        let mut value: u64 = 0;
+        for i in 0..10 {
+            let Some((&byte, rest)) = self.buf.split_first() else { return Err(Fallback) };
+            self.buf = rest;
+            if i == 9 && byte > 1 {
+                return Err(Fallback); // more than 64 bits
+            }
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte < 0x80 {
+                return Ok(value);
+            }
+        }
+        Err(Fallback)
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Fallback> {
+        if n > self.buf.len() {
+            return Err(Fallback);
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+
+    /// The next field (its number and value), None at the end, Fallback if malformed.
+    pub fn next_field(&mut self) -> Result<Option<(u32, Value<'a>)>, Fallback> {
+        if self.buf.is_empty() {
+            return Ok(None);
+        }
+        let key = self.read_varint()?;
+        let number = key >> 3;
+        if number == 0 || number > u64::from(u32::MAX >> 3) {
+            return Err(Fallback);
+        }
+        let value = match (key & 7) as u8 {
+            VARINT => Value::Varint(self.read_varint()?),
+            FIXED64 => Value::Fixed64(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes"))),
+            LEN => {
+                let n = usize::try_from(self.read_varint()?).map_err(|_| Fallback)?;
+                Value::Len(self.take(n)?)
+            }
+            FIXED32 => Value::Fixed32(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes"))),
+            _ => return Err(Fallback), // groups (3, 4) and invalid wire types
+        };
+        Ok(Some((number as u32, value)))
+    }
+}
+
+/// Calls `each` with every field of `buf`; stops at the first error.
+pub fn for_each<'a>(
+    buf: &'a [u8],
+    mut each: impl FnMut(u32, Value<'a>) -> Result<(), Fallback>,
+) -> Result<(), Fallback> {
+    let mut reader = fields(buf);
+    while let Some((number, value)) = reader.next_field()? {
+        each(number, value)?;
+    }
+    Ok(())
+}
+
+/// A field that prost knows must have `wire_type`; unknown fields (`known` false) may have any.
+pub fn expect(value: &Value<'_>, wire_type: u8) -> Result<(), Fallback> {
+    if value.wire_type() == wire_type {
+        Ok(())
+    } else {
+        Err(Fallback)
+    }
+}
+
+/// A singular message field: given twice, protobuf would merge the two, which is left to Python.
+pub fn once<'a>(slot: &mut Option<&'a [u8]>, value: Value<'a>) -> Result<(), Fallback> {
+    if slot.is_some() {
+        return Err(Fallback);
+    }
+    *slot = Some(value.bytes()?);
+    Ok(())
+}
