@@ -6,8 +6,7 @@ use arrow_array::builder::StringBuilder;
 use arrow_array::StructArray;
 use prost::Message;
 
-use crate::anyvalue::Fallback;
-use crate::anyvalue::encode_wire;
+use crate::anyvalue::{encode_wire, Fallback};
 use crate::columns::{
     field_type, hex, id_error, int64, key_value, list, strings, struct_fields, timestamp_and_date,
     AttributeColumns, Columns, Rejections, SPAN_ID_BYTES, TRACE_ID_BYTES,

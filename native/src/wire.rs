@@ -136,7 +136,8 @@ pub fn for_each<'a>(
     Ok(())
 }
 
-/// A field that prost knows must have `wire_type`; unknown fields (`known` false) may have any.
+/// A known field must come with its type's wire type, or prost refuses the message (unknown
+/// fields are skipped whatever theirs).
 pub fn expect(value: &Value<'_>, wire_type: u8) -> Result<(), Fallback> {
     if value.wire_type() == wire_type {
         Ok(())
