@@ -168,6 +168,20 @@ pub fn key_value(bytes: &[u8]) -> Result<(&str, Option<&[u8]>), Fallback> {
     Ok((key, value))
 }
 
+/// Reads the KeyValues of field `field` as `AttributeColumns::append_wire` would, making no
+/// row: a rejected item's attributes must decode (and nest no deeper) as an accepted one's.
+pub fn check_attributes(message: &[u8], field: u32) -> Result<(), Fallback> {
+    let mut reader = wire::fields(message);
+    while let Some((number, value)) = reader.next_field()? {
+        if number == field {
+            wire::expect(&value, wire::LEN)?;
+            let (_, value) = key_value(value.bytes()?)?;
+            encode_wire(value)?;
+        }
+    }
+    Ok(())
+}
+
 /// One MAP<STRING,STRING> column being built.
 #[derive(Default)]
 struct MapColumn {

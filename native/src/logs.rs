@@ -1,20 +1,70 @@
 //! ExportLogsServiceRequest bytes → the `logs` table (otel_delta/convert/logs.py).
 use arrow_array::builder::StringBuilder;
-use prost::Message;
 
-use crate::anyvalue::{encode, Fallback};
+use crate::anyvalue::{encode_wire, Encoded, Fallback};
 use crate::columns::{
-    hex, id_error, int32, int64, strings, timestamp_and_date, AttributeColumns, Columns,
-    Rejections, SPAN_ID_BYTES, TRACE_ID_BYTES,
+    check_attributes, hex, id_error, int32, int64, strings, timestamp_and_date, AttributeColumns,
+    Columns, Rejections, SPAN_ID_BYTES, TRACE_ID_BYTES,
 };
 use crate::context::RowContext;
-use crate::otlp::opentelemetry::proto::collector::logs::v1::ExportLogsServiceRequest;
-use crate::otlp::opentelemetry::proto::logs::v1::LogRecord;
+use crate::otlp::opentelemetry::proto::common::v1::InstrumentationScope;
+use crate::otlp::opentelemetry::proto::resource::v1::Resource;
+use crate::wire;
 use crate::{Outcome, Schemas};
 
-fn log_error(record: &LogRecord) -> Option<String> {
-    id_error(&record.trace_id, TRACE_ID_BYTES, "log trace_id", false)
-        .or_else(|| id_error(&record.span_id, SPAN_ID_BYTES, "log span_id", false))
+/// A log record's fields, read in place (last occurrence wins, as protobuf decoding does).
+#[derive(Default)]
+struct RecordView<'a> {
+    bytes: &'a [u8],
+    time: u64,
+    observed: u64,
+    severity_number: i32,
+    severity_text: &'a str,
+    body: Option<&'a [u8]>,
+    dropped: u32,
+    flags: u32,
+    trace_id: &'a [u8],
+    span_id: &'a [u8],
+    event_name: &'a str,
+}
+
+impl<'a> RecordView<'a> {
+    fn read(bytes: &'a [u8]) -> Result<Self, Fallback> {
+        let mut record = RecordView { bytes, ..Default::default() };
+        let mut reader = wire::fields(bytes);
+        while let Some((number, field)) = reader.next_field()? {
+            match number {
+                1 => record.time = field.fixed64()?,
+                2 => record.severity_number = field.varint()? as i32,
+                3 => record.severity_text = field.string()?,
+                5 => wire::once(&mut record.body, field)?,
+                6 => wire::expect(&field, wire::LEN)?,
+                7 => record.dropped = field.varint()? as u32,
+                8 => record.flags = field.fixed32()?,
+                9 => record.trace_id = field.bytes()?,
+                10 => record.span_id = field.bytes()?,
+                11 => record.observed = field.fixed64()?,
+                12 => record.event_name = field.string()?,
+                _ => {}
+            }
+        }
+        Ok(record)
+    }
+
+    /// Why the record is rejected (`ids.id_error` of its ids), or None.
+    fn error(&self) -> Option<String> {
+        id_error(self.trace_id, TRACE_ID_BYTES, "log trace_id", false)
+            .or_else(|| id_error(self.span_id, SPAN_ID_BYTES, "log span_id", false))
+    }
+
+    /// (text, type) of the body: an absent body is (NULL, NULL), a present but empty one
+    /// (NULL, "empty").
+    fn body(&self) -> Result<Encoded<'a>, Fallback> {
+        match self.body {
+            Some(body) => encode_wire(Some(body)),
+            None => Ok((None, None)),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -35,63 +85,61 @@ struct LogColumns {
 }
 
 impl LogColumns {
-    fn append(&mut self, record: &LogRecord, scratch: &mut String) -> Result<(), Fallback> {
-        self.time.push(record.time_unix_nano as i64);
-        self.observed.push(record.observed_time_unix_nano as i64);
-        let effective = if record.time_unix_nano != 0 {
-            record.time_unix_nano
-        } else {
-            record.observed_time_unix_nano
-        };
+    fn append(&mut self, record: &RecordView<'_>, scratch: &mut String) -> Result<(), Fallback> {
+        self.time.push(record.time as i64);
+        self.observed.push(record.observed as i64);
+        let effective = if record.time != 0 { record.time } else { record.observed };
         self.effective.push(effective as i64);
         self.severity_number.push(record.severity_number);
-        self.severity_text.append_value(&record.severity_text);
-        // an absent body is (NULL, NULL); a present but empty one is (NULL, "empty")
-        let (text, type_) = match &record.body {
-            Some(body) => encode(Some(body))?,
-            None => (None, None),
-        };
+        self.severity_text.append_value(record.severity_text);
+        let (text, type_) = record.body()?;
         self.body.append_option(text);
         self.body_type.append_option(type_);
-        self.event_name.append_value(&record.event_name);
-        hex(scratch, &record.trace_id);
+        self.event_name.append_value(record.event_name);
+        hex(scratch, record.trace_id);
         self.trace_id.append_value(&scratch);
-        hex(scratch, &record.span_id);
+        hex(scratch, record.span_id);
         self.span_id.append_value(&scratch);
-        self.flags.push(record.flags as i64);
-        self.attributes.append(&record.attributes)?;
-        self.dropped.push(record.dropped_attributes_count as i64);
+        self.flags.push(i64::from(record.flags));
+        self.attributes.append_wire(record.bytes, 6)?;
+        self.dropped.push(i64::from(record.dropped));
         Ok(())
     }
 }
 
 pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Outcome, String> {
-    let Ok(request) = ExportLogsServiceRequest::decode(raw) else {
-        return Ok(Outcome::Fallback); // Python decodes again and words the error
-    };
     let mut rejected = Rejections::new(max_messages);
     let mut ctx = RowContext::default();
     let mut logs = LogColumns::default();
     let mut scratch = String::with_capacity(32);
+    // read in place (crate::wire); whatever it does not take as prost would, Python answers
     let walked: Result<(), Fallback> = (|| {
-        for resource_logs in &request.resource_logs {
-            ctx.enter_resource(resource_logs.resource.as_ref(), &resource_logs.schema_url)?;
-            for scope_logs in &resource_logs.scope_logs {
-                ctx.enter_scope(scope_logs.scope.as_ref(), &scope_logs.schema_url)?;
-                for record in &scope_logs.log_records {
-                    if let Some(error) = log_error(record) {
+        for resource_logs in wire::repeated(raw, 1) {
+            let resource_logs = resource_logs?;
+            let (resource, url) = wire::header(resource_logs, 1, 2, 3)?;
+            ctx.enter_resource(wire::decoded::<Resource>(resource)?.as_ref(), url)?;
+            for scope_logs in wire::repeated(resource_logs, 2) {
+                let scope_logs = scope_logs?;
+                let (scope, url) = wire::header(scope_logs, 1, 2, 3)?;
+                ctx.enter_scope(wire::decoded::<InstrumentationScope>(scope)?.as_ref(), url)?;
+                for record in wire::repeated(scope_logs, 2) {
+                    let record = RecordView::read(record?)?;
+                    if let Some(error) = record.error() {
+                        // not a row, but its bytes must decode as an accepted record's would
+                        record.body()?;
+                        check_attributes(record.bytes, 6)?;
                         rejected.add(error);
                         continue;
                     }
                     ctx.add_row();
-                    logs.append(record, &mut scratch)?;
+                    logs.append(&record, &mut scratch)?;
                 }
             }
         }
         Ok(())
     })();
     if walked.is_err() {
-        return Ok(Outcome::Fallback);
+        return Ok(Outcome::Fallback); // Python decodes again and words any error
     }
     if logs.time.is_empty() {
         return Ok(Outcome::Converted(Vec::new(), rejected));

@@ -4,12 +4,11 @@ use std::sync::Arc;
 
 use arrow_array::builder::StringBuilder;
 use arrow_array::StructArray;
-use prost::Message;
 
-use crate::anyvalue::{encode_wire, Fallback};
+use crate::anyvalue::Fallback;
 use crate::columns::{
-    field_type, hex, id_error, int64, key_value, list, strings, struct_fields, timestamp_and_date,
-    AttributeColumns, Columns, Rejections, SPAN_ID_BYTES, TRACE_ID_BYTES,
+    check_attributes, field_type, hex, id_error, int64, list, strings, struct_fields,
+    timestamp_and_date, AttributeColumns, Columns, Rejections, SPAN_ID_BYTES, TRACE_ID_BYTES,
 };
 use crate::context::RowContext;
 use crate::otlp::opentelemetry::proto::common::v1::InstrumentationScope;
@@ -232,20 +231,6 @@ impl LinkColumns {
     }
 }
 
-/// Reads the KeyValues of field `field` as `AttributeColumns::append_wire` would, making no
-/// row: a rejected item's attributes must decode (and nest no deeper) as an accepted one's.
-fn check_attributes(message: &[u8], field: u32) -> Result<(), Fallback> {
-    let mut reader = wire::fields(message);
-    while let Some((number, value)) = reader.next_field()? {
-        if number == field {
-            wire::expect(&value, wire::LEN)?;
-            let (_, value) = key_value(value.bytes()?)?;
-            encode_wire(value)?;
-        }
-    }
-    Ok(())
-}
-
 #[derive(Default)]
 struct SpanColumns {
     start: Vec<i64>,
@@ -291,46 +276,6 @@ impl SpanColumns {
     }
 }
 
-/// The singular message `once_field` and the string `url_field` of a message (last wins),
-/// with the wire types of its repeated message field `repeated_field` checked.
-fn header(
-    bytes: &[u8],
-    once_field: u32,
-    repeated_field: u32,
-    url_field: u32,
-) -> Result<(Option<&[u8]>, &str), Fallback> {
-    let (mut message, mut url) = (None, "");
-    let mut reader = wire::fields(bytes);
-    while let Some((number, field)) = reader.next_field()? {
-        if number == once_field {
-            wire::expect(&field, wire::LEN)?;
-            wire::once(&mut message, field)?;
-        } else if number == repeated_field {
-            wire::expect(&field, wire::LEN)?;
-        } else if number == url_field {
-            url = field.string()?;
-        }
-    }
-    Ok((message, url))
-}
-
-/// The messages of a repeated field, in wire order.
-fn repeated<'a>(bytes: &'a [u8], field: u32) -> impl Iterator<Item = Result<&'a [u8], Fallback>> {
-    let mut reader = wire::fields(bytes);
-    std::iter::from_fn(move || loop {
-        match reader.next_field() {
-            Err(e) => return Some(Err(e)),
-            Ok(None) => return None,
-            Ok(Some((number, value))) if number == field => return Some(value.bytes()),
-            Ok(Some(_)) => continue,
-        }
-    })
-}
-
-fn decoded<M: Message + Default>(bytes: Option<&[u8]>) -> Result<Option<M>, Fallback> {
-    bytes.map(|b| M::decode(b).map_err(|_| Fallback)).transpose()
-}
-
 pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Outcome, String> {
     let mut rejected = Rejections::new(max_messages);
     let mut ctx = RowContext::default();
@@ -354,15 +299,15 @@ pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Out
     let mut scratch = String::with_capacity(32);
     // read in place (crate::wire); whatever it does not take as prost would, Python answers
     let walked: Result<(), Fallback> = (|| {
-        for resource_spans in repeated(raw, 1) {
+        for resource_spans in wire::repeated(raw, 1) {
             let resource_spans = resource_spans?;
-            let (resource, url) = header(resource_spans, 1, 2, 3)?;
-            ctx.enter_resource(decoded::<Resource>(resource)?.as_ref(), url)?;
-            for scope_spans in repeated(resource_spans, 2) {
+            let (resource, url) = wire::header(resource_spans, 1, 2, 3)?;
+            ctx.enter_resource(wire::decoded::<Resource>(resource)?.as_ref(), url)?;
+            for scope_spans in wire::repeated(resource_spans, 2) {
                 let scope_spans = scope_spans?;
-                let (scope, url) = header(scope_spans, 1, 2, 3)?;
-                ctx.enter_scope(decoded::<InstrumentationScope>(scope)?.as_ref(), url)?;
-                for span in repeated(scope_spans, 2) {
+                let (scope, url) = wire::header(scope_spans, 1, 2, 3)?;
+                ctx.enter_scope(wire::decoded::<InstrumentationScope>(scope)?.as_ref(), url)?;
+                for span in wire::repeated(scope_spans, 2) {
                     let span = SpanView::read(span?)?;
                     if let Some(error) = span.error()? {
                         // not a row, but its bytes must decode as an accepted span's would

@@ -154,3 +154,43 @@ pub fn once<'a>(slot: &mut Option<&'a [u8]>, value: Value<'a>) -> Result<(), Fal
     *slot = Some(value.bytes()?);
     Ok(())
 }
+
+/// The singular message `once_field` and the string `url_field` of a message (last wins),
+/// with the wire types of its repeated message field `repeated_field` checked.
+pub fn header(
+    bytes: &[u8],
+    once_field: u32,
+    repeated_field: u32,
+    url_field: u32,
+) -> Result<(Option<&[u8]>, &str), Fallback> {
+    let (mut message, mut url) = (None, "");
+    let mut reader = fields(bytes);
+    while let Some((number, field)) = reader.next_field()? {
+        if number == once_field {
+            expect(&field, LEN)?;
+            once(&mut message, field)?;
+        } else if number == repeated_field {
+            expect(&field, LEN)?;
+        } else if number == url_field {
+            url = field.string()?;
+        }
+    }
+    Ok((message, url))
+}
+
+/// The messages of a repeated field, in wire order.
+pub fn repeated<'a>(bytes: &'a [u8], field: u32) -> impl Iterator<Item = Result<&'a [u8], Fallback>> {
+    let mut reader = fields(bytes);
+    std::iter::from_fn(move || loop {
+        match reader.next_field() {
+            Err(e) => return Some(Err(e)),
+            Ok(None) => return None,
+            Ok(Some((number, value))) if number == field => return Some(value.bytes()),
+            Ok(Some(_)) => continue,
+        }
+    })
+}
+
+pub fn decoded<M: prost::Message + Default>(bytes: Option<&[u8]>) -> Result<Option<M>, Fallback> {
+    bytes.map(|b| M::decode(b).map_err(|_| Fallback)).transpose()
+}
