@@ -7,6 +7,7 @@ use crate::anyvalue::{encode, Fallback};
 use crate::columns::{field_type, int64, list, strings, struct_fields, AttributeColumns, Columns, EncodedAttributes};
 use crate::otlp::opentelemetry::proto::common::v1::{EntityRef, InstrumentationScope};
 use crate::otlp::opentelemetry::proto::resource::v1::Resource;
+use crate::wire;
 
 const UNKNOWN_SERVICE: &str = "unknown_service";
 const SERVICE_NAME_KEY: &str = "service.name";
@@ -151,6 +152,31 @@ impl RowContext {
         self.scope_attributes.append_encoded(&s.attributes);
         self.scope_dropped.push(s.dropped);
         self.scope_schema_url.append_value(&s.schema_url);
+    }
+
+    /// Walks an Export request's bytes in place (crate::wire): each resource and scope is
+    /// entered, and `each` is called with every item's bytes (a span, a log record) under them.
+    /// Resource, scope and item lists are field 1 of the request, 1/2 of a resource's part and
+    /// 1/2 of a scope's part, schema URLs field 3, in every signal.
+    pub fn walk_wire<'a>(
+        &mut self,
+        raw: &'a [u8],
+        mut each: impl FnMut(&mut Self, &'a [u8]) -> Result<(), Fallback>,
+    ) -> Result<(), Fallback> {
+        for resource_part in wire::repeated(raw, 1) {
+            let resource_part = resource_part?;
+            let (resource, url) = wire::header(resource_part, 1, 2, 3)?;
+            self.enter_resource(wire::decoded::<Resource>(resource)?.as_ref(), url)?;
+            for scope_part in wire::repeated(resource_part, 2) {
+                let scope_part = scope_part?;
+                let (scope, url) = wire::header(scope_part, 1, 2, 3)?;
+                self.enter_scope(wire::decoded::<InstrumentationScope>(scope)?.as_ref(), url)?;
+                for item in wire::repeated(scope_part, 2) {
+                    each(self, item?)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The `service_name`, `resource_*` and `scope_*` columns, typed from the table `fields`.

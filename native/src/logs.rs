@@ -7,8 +7,6 @@ use crate::columns::{
     Columns, Rejections, SPAN_ID_BYTES, TRACE_ID_BYTES,
 };
 use crate::context::RowContext;
-use crate::otlp::opentelemetry::proto::common::v1::InstrumentationScope;
-use crate::otlp::opentelemetry::proto::resource::v1::Resource;
 use crate::wire;
 use crate::{Outcome, Schemas};
 
@@ -113,31 +111,18 @@ pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Out
     let mut logs = LogColumns::default();
     let mut scratch = String::with_capacity(32);
     // read in place (crate::wire); whatever it does not take as prost would, Python answers
-    let walked: Result<(), Fallback> = (|| {
-        for resource_logs in wire::repeated(raw, 1) {
-            let resource_logs = resource_logs?;
-            let (resource, url) = wire::header(resource_logs, 1, 2, 3)?;
-            ctx.enter_resource(wire::decoded::<Resource>(resource)?.as_ref(), url)?;
-            for scope_logs in wire::repeated(resource_logs, 2) {
-                let scope_logs = scope_logs?;
-                let (scope, url) = wire::header(scope_logs, 1, 2, 3)?;
-                ctx.enter_scope(wire::decoded::<InstrumentationScope>(scope)?.as_ref(), url)?;
-                for record in wire::repeated(scope_logs, 2) {
-                    let record = RecordView::read(record?)?;
-                    if let Some(error) = record.error() {
-                        // not a row, but its bytes must decode as an accepted record's would
-                        record.body()?;
-                        check_attributes(record.bytes, 6)?;
-                        rejected.add(error);
-                        continue;
-                    }
-                    ctx.add_row();
-                    logs.append(&record, &mut scratch)?;
-                }
-            }
+    let walked = ctx.walk_wire(raw, |ctx, record| {
+        let record = RecordView::read(record)?;
+        if let Some(error) = record.error() {
+            // not a row, but its bytes must decode as an accepted record's would
+            record.body()?;
+            check_attributes(record.bytes, 6)?;
+            rejected.add(error);
+            return Ok(());
         }
-        Ok(())
-    })();
+        ctx.add_row();
+        logs.append(&record, &mut scratch)
+    });
     if walked.is_err() {
         return Ok(Outcome::Fallback); // Python decodes again and words any error
     }

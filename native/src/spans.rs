@@ -11,8 +11,6 @@ use crate::columns::{
     timestamp_and_date, AttributeColumns, Columns, Rejections, SPAN_ID_BYTES, TRACE_ID_BYTES,
 };
 use crate::context::RowContext;
-use crate::otlp::opentelemetry::proto::common::v1::InstrumentationScope;
-use crate::otlp::opentelemetry::proto::resource::v1::Resource;
 use crate::otlp::opentelemetry::proto::trace::v1::{span, status};
 use crate::wire;
 use crate::{Outcome, Schemas};
@@ -298,35 +296,22 @@ pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Out
     };
     let mut scratch = String::with_capacity(32);
     // read in place (crate::wire); whatever it does not take as prost would, Python answers
-    let walked: Result<(), Fallback> = (|| {
-        for resource_spans in wire::repeated(raw, 1) {
-            let resource_spans = resource_spans?;
-            let (resource, url) = wire::header(resource_spans, 1, 2, 3)?;
-            ctx.enter_resource(wire::decoded::<Resource>(resource)?.as_ref(), url)?;
-            for scope_spans in wire::repeated(resource_spans, 2) {
-                let scope_spans = scope_spans?;
-                let (scope, url) = wire::header(scope_spans, 1, 2, 3)?;
-                ctx.enter_scope(wire::decoded::<InstrumentationScope>(scope)?.as_ref(), url)?;
-                for span in wire::repeated(scope_spans, 2) {
-                    let span = SpanView::read(span?)?;
-                    if let Some(error) = span.error()? {
-                        // not a row, but its bytes must decode as an accepted span's would
-                        span.status()?;
-                        check_attributes(span.bytes, 9)?;
-                        events.append_wire(span.bytes, false)?;
-                        links.append_wire(span.bytes, &mut scratch, false)?;
-                        rejected.add(error);
-                        continue;
-                    }
-                    ctx.add_row();
-                    spans.append(&span, &mut scratch)?;
-                    events.append_wire(span.bytes, true)?;
-                    links.append_wire(span.bytes, &mut scratch, true)?;
-                }
-            }
+    let walked = ctx.walk_wire(raw, |ctx, span| {
+        let span = SpanView::read(span)?;
+        if let Some(error) = span.error()? {
+            // not a row, but its bytes must decode as an accepted span's would
+            span.status()?;
+            check_attributes(span.bytes, 9)?;
+            events.append_wire(span.bytes, false)?;
+            links.append_wire(span.bytes, &mut scratch, false)?;
+            rejected.add(error);
+            return Ok(());
         }
-        Ok(())
-    })();
+        ctx.add_row();
+        spans.append(&span, &mut scratch)?;
+        events.append_wire(span.bytes, true)?;
+        links.append_wire(span.bytes, &mut scratch, true)
+    });
     if walked.is_err() {
         return Ok(Outcome::Fallback); // Python decodes again and words any error
     }
