@@ -1,7 +1,7 @@
 //! The protobuf wire format, read in place: fields of a message as slices of the request.
 //!
-//! The spans converter walks a request with this instead of decoding it into prost's owned
-//! messages first (a `String` or `Vec` allocated, filled and freed for every id, name and
+//! The spans and logs converters walk a request with this instead of decoding it into prost's
+//! owned messages first (a `String` or `Vec` allocated, filled and freed for every id, name and
 //! attribute). Anything this reader does not take as prost would — a group, a known field
 //! with another wire type, a singular message field given twice (which protobuf merges) — is
 //! reported as `Fallback`, and the Python reference converter answers for the request.
