@@ -223,25 +223,25 @@ fn typed_kv(out: &mut String, kv: &KeyValue) {
 /// `encode` of an AnyValue given as its wire bytes (None: the KeyValue had no value), read in
 /// place (crate::wire). Array and kvlist values are decoded with prost and go through `encode`.
 pub fn encode_wire(value: Option<&[u8]>) -> Result<Encoded<'_>, Fallback> {
-    use crate::wire::{for_each, Value as Wire, FIXED64, LEN, VARINT};
+    use crate::wire::{expect, fields, Value as Wire, FIXED64, LEN, VARINT};
     let Some(bytes) = value else { return encode(None) };
     let mut last: Option<(u32, Wire<'_>)> = None;
     let mut nested = false;
-    for_each(bytes, |number, field| {
+    let mut reader = fields(bytes);
+    while let Some((number, field)) = reader.next_field()? {
         let wire_type = match number {
             1 | 5 | 6 | 7 => LEN,
             2 | 3 | 8 => VARINT,
             4 => FIXED64,
-            _ => return Ok(()), // unknown: skipped, as prost skips it
+            _ => continue, // unknown: skipped, as prost skips it
         };
-        crate::wire::expect(&field, wire_type)?;
+        expect(&field, wire_type)?;
         if number == 1 {
             field.string()?; // every occurrence is UTF-8 checked, the last one kept
         }
         nested |= number == 5 || number == 6;
         last = Some((number, field));
-        Ok(())
-    })?;
+    }
     if nested {
         // protobuf merges repeated message fields of a oneof: prost's decoder does it
         let decoded = <AnyValue as prost::Message>::decode(bytes).map_err(|_| Fallback)?;

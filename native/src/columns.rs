@@ -8,7 +8,7 @@ use arrow_array::{make_array, Array, ArrayRef, Int32Array, Int64Array, ListArray
 use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Fields};
 
-use crate::anyvalue::{encode, encode_wire, Fallback};
+use crate::anyvalue::{encode, encode_wire, Encoded, Fallback};
 use crate::wire;
 use crate::otlp::opentelemetry::proto::common::v1::KeyValue;
 
@@ -168,18 +168,21 @@ pub fn key_value(bytes: &[u8]) -> Result<(&str, Option<&[u8]>), Fallback> {
     Ok((key, value))
 }
 
+/// The key and encoded value of each KeyValue in field `field` of `message`, read in place.
+fn wire_attributes<'a>(
+    message: &'a [u8],
+    field: u32,
+) -> impl Iterator<Item = Result<(&'a str, Encoded<'a>), Fallback>> {
+    wire::repeated(message, field).map(|kv| {
+        let (key, value) = key_value(kv?)?;
+        Ok((key, encode_wire(value)?))
+    })
+}
+
 /// Reads the KeyValues of field `field` as `AttributeColumns::append_wire` would, making no
 /// row: a rejected item's attributes must decode (and nest no deeper) as an accepted one's.
 pub fn check_attributes(message: &[u8], field: u32) -> Result<(), Fallback> {
-    let mut reader = wire::fields(message);
-    while let Some((number, value)) = reader.next_field()? {
-        if number == field {
-            wire::expect(&value, wire::LEN)?;
-            let (_, value) = key_value(value.bytes()?)?;
-            encode_wire(value)?;
-        }
-    }
-    Ok(())
+    wire_attributes(message, field).try_for_each(|attribute| attribute.map(|_| ()))
 }
 
 /// One MAP<STRING,STRING> column being built.
@@ -268,14 +271,8 @@ impl AttributeColumns {
     /// The KeyValue messages of field `field` of `message`, read in place (crate::wire): the
     /// same row as `append` makes of them once decoded.
     pub fn append_wire(&mut self, message: &[u8], field: u32) -> Result<(), Fallback> {
-        let mut reader = wire::fields(message);
-        while let Some((number, value)) = reader.next_field()? {
-            if number != field {
-                continue;
-            }
-            wire::expect(&value, wire::LEN)?;
-            let (key, value) = key_value(value.bytes()?)?;
-            let (text, type_) = encode_wire(value)?;
+        for attribute in wire_attributes(message, field) {
+            let (key, (text, type_)) = attribute?;
             self.values.keys.append_value(key);
             self.values.values.append_option(text);
             if let Some(type_) = type_ {

@@ -82,15 +82,12 @@ impl<'a> SpanView<'a> {
         if own.is_some() {
             return Ok(own);
         }
-        let mut reader = wire::fields(self.bytes);
-        while let Some((number, field)) = reader.next_field()? {
-            if number == 13 {
-                let link = LinkView::read(len(field)?)?;
-                let error = id_error(link.trace_id, TRACE_ID_BYTES, "link trace_id", true)
-                    .or_else(|| id_error(link.span_id, SPAN_ID_BYTES, "link span_id", true));
-                if error.is_some() {
-                    return Ok(error);
-                }
+        for link in wire::repeated(self.bytes, 13) {
+            let link = LinkView::read(link?)?;
+            let error = id_error(link.trace_id, TRACE_ID_BYTES, "link trace_id", true)
+                .or_else(|| id_error(link.span_id, SPAN_ID_BYTES, "link span_id", true));
+            if error.is_some() {
+                return Ok(error);
             }
         }
         Ok(None)
@@ -157,12 +154,8 @@ impl EventColumns {
     /// The events (field 11) of a span's bytes; `append` false: only read them (a rejected
     /// span's events must decode as they would have, but make no row).
     fn append_wire(&mut self, span: &[u8], append: bool) -> Result<(), Fallback> {
-        let mut reader = wire::fields(span);
-        while let Some((number, field)) = reader.next_field()? {
-            if number != 11 {
-                continue;
-            }
-            let event = len(field)?;
+        for event in wire::repeated(span, 11) {
+            let event = event?;
             let (mut time, mut name, mut dropped) = (0u64, "", 0u32);
             let mut fields = wire::fields(event);
             while let Some((number, field)) = fields.next_field()? {
@@ -203,12 +196,8 @@ struct LinkColumns {
 impl LinkColumns {
     /// The links (field 13) of a span's bytes; `append` false: only read them.
     fn append_wire(&mut self, span: &[u8], scratch: &mut String, append: bool) -> Result<(), Fallback> {
-        let mut reader = wire::fields(span);
-        while let Some((number, field)) = reader.next_field()? {
-            if number != 13 {
-                continue;
-            }
-            let link = LinkView::read(len(field)?)?;
+        for link in wire::repeated(span, 13) {
+            let link = LinkView::read(link?)?;
             if !append {
                 check_attributes(link.bytes, 4)?;
                 continue;

@@ -124,18 +124,6 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Calls `each` with every field of `buf`; stops at the first error.
-pub fn for_each<'a>(
-    buf: &'a [u8],
-    mut each: impl FnMut(u32, Value<'a>) -> Result<(), Fallback>,
-) -> Result<(), Fallback> {
-    let mut reader = fields(buf);
-    while let Some((number, value)) = reader.next_field()? {
-        each(number, value)?;
-    }
-    Ok(())
-}
-
 /// A known field must come with its type's wire type, or prost refuses the message (unknown
 /// fields are skipped whatever theirs).
 pub fn expect(value: &Value<'_>, wire_type: u8) -> Result<(), Fallback> {
