@@ -41,7 +41,8 @@ from otel_delta.connector.results import (
     UpsertResult,
     VacuumResult,
 )
-from otel_delta.engines import Engine, EngineName
+from otel_delta.engines import Engine, EngineName, commit_log
+from otel_delta.engines.data_files import table_filesystem
 from otel_delta.errors import (
     CommitError,
     ConcurrentModificationError,
@@ -113,7 +114,7 @@ class Table:
         limit_ms = moment.timestamp() * 1000
         versions = [
             entry["version"]
-            for entry in self.delta().history()
+            for entry in self._history()
             if "version" in entry and entry.get("timestamp", float("inf")) <= limit_ms
         ]
         if not versions:
@@ -554,7 +555,7 @@ class Table:
     def history(self, limit: int | None = None) -> list[HistoryEntry]:
         """Commits, newest first."""
         entries = []
-        for commit in self.delta().history(limit):
+        for commit in self._history(limit):
             metrics = commit.get("operationMetrics") or recorded_metrics(commit)
             entries.append(
                 HistoryEntry(
@@ -717,7 +718,14 @@ class Table:
 
     def _log_files(self) -> int:
         """Commits still in the log (local or object store alike)."""
-        return len(self.delta().history())
+        return len(self._history())
+
+    def _history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Commit infos, newest first, each numbered by its log entry (engines/commit_log:
+        delta-rs's history misnumbers them when a commit lands while it reads)."""
+        latest = self.delta().version()
+        files = table_filesystem(self.uri, self.connector.storage_options, create=False)
+        return commit_log.history(files, latest, limit)
 
 
 def _plain(field: pa.Field) -> pa.Field:

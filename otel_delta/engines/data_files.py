@@ -77,13 +77,17 @@ def local_filesystem(uri: str) -> pa_fs.SubTreeFileSystem | None:
     return pa_fs.SubTreeFileSystem(path, pa_fs.LocalFileSystem())
 
 
-def table_filesystem(uri: str, storage: dict[str, str] | None) -> pa_fs.FileSystem:
-    """A pyarrow file system rooted at the table `uri`, for writing: pyarrow's own for a local
-    path, delta-rs's object store (every store it reaches, with the same options) otherwise."""
+def table_filesystem(
+    uri: str, storage: dict[str, str] | None, create: bool = True
+) -> pa_fs.FileSystem:
+    """A pyarrow file system rooted at the table `uri`: pyarrow's own for a local path,
+    delta-rs's object store (every store it reaches, with the same options) otherwise. With
+    `create`, for writing, a local table's directory is made first (a table not created yet:
+    its files come before its log)."""
     local = local_filesystem(uri)
     if local is not None:
-        # a table not created yet: its files come first
-        local.base_fs.create_dir(local.base_path, recursive=True)
+        if create:
+            local.base_fs.create_dir(local.base_path, recursive=True)
         return local
     from deltalake.fs import DeltaStorageHandler
 

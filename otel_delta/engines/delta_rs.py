@@ -22,6 +22,7 @@ from deltalake import (
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from otel_delta.engines.base import rows_rejected
+from otel_delta.engines.commit_log import find_commit
 from otel_delta.engines.data_files import (
     added,
     local_filesystem,
@@ -51,17 +52,27 @@ def _writes_own_files(table: DeltaTable, schema: pa.Schema, data: pa.Table) -> b
     return [(f.name, f.type) for f in schema] == [(f.name, f.type) for f in data.schema]
 
 
-def committed_version(table: DeltaTable, read_version: int, commit_id: str) -> int:
+def committed_version(
+    filesystem: pa_fs.FileSystem, read_version: int, commit_id: str, attempts: int
+) -> int:
     """The version of our commit tagged `commit_id` (`Lakehouse.commit_properties`), made on
-    `read_version`, once `table` is reloaded: the next version, unless another writer
-    committed right after it (the reload then reaches theirs), and the history tells."""
-    latest = table.version()
-    if latest == read_version + 1:
-        return latest
-    for entry in table.history(latest - read_version):
-        if entry.get(COMMIT_ID) == commit_id:
-            return int(entry["version"])
-    raise CommitError(f"commit {commit_id} is not in the log after version {read_version}")
+    `read_version`: the next version, or a later one when other writers committed first. Read
+    from the log's entries (engines/commit_log), not from delta-rs's history, whose numbers
+    shift when a commit lands while it reads. Raises CommitError when the entries cannot be
+    read: the commit is in the table, and appending again would store its rows twice."""
+    version = retrying(
+        lambda: find_commit(filesystem, read_version, COMMIT_ID, commit_id),
+        attempts=attempts,
+        retry_on=(OSError,),
+        what="reading the log after a commit",
+        give_up=lambda exc, n: CommitError(
+            f"commit {commit_id} was made, but its version could not be read from the log "
+            f"after {n} attempts: {describe(exc)}"
+        ),
+    )
+    if version is None:
+        raise CommitError(f"commit {commit_id} is not in the log after version {read_version}")
+    return version
 
 
 def holds_transaction(table: DeltaTable, app_transaction: Transaction) -> bool:
@@ -198,9 +209,9 @@ class DeltaRsEngine:
         table: DeltaTable,
         data: pa.Table,
         app_transaction: Transaction | None,
-    ) -> int | None:
+    ) -> int:
         """Write the rows' files with pyarrow (engines/data_files), then commit them as Add
-        actions; returns the commit's version (None: unknown, the handle was dropped).
+        actions; returns the commit's version.
 
         Same files, cheaper: under the Collector load (bench/collector_load.py,
         traces, two alternating runs) server CPU went from 13.9/13.6 to 11.3/9.4 µs per span
@@ -208,11 +219,12 @@ class DeltaRsEngine:
         the rows by partition with copies and kept its encoding memory in its allocator."""
         lake = self.lakehouse
         partition_by = list(table.metadata().partition_columns)
+        filesystem = table_filesystem(table.table_uri, lake.storage)
         files = write_partitioned(
             data,
             data.schema,
             partition_by,
-            table_filesystem(table.table_uri, lake.storage),
+            filesystem,
             TABLES[table_name].layout,
             lake.compression,
             lake.compression_level,
@@ -234,13 +246,16 @@ class DeltaRsEngine:
             ),
             post_commithook_properties=self.lakehouse.append_hooks(),
         )
+        # committed: from here on nothing may raise an error that would append the rows again
+        version = committed_version(
+            filesystem, read_version, commit_id, attempts=self.transient_retries + 1
+        )
         try:
             table.update_incremental()  # the handle does not follow a transaction's commit
-            return committed_version(table, read_version, commit_id)
-        except Exception as exc:  # committed all the same: never retry (and repeat) the append
+        except Exception as exc:
             log.warning("reloading %s after its commit: %s", table_name, describe(exc))
             self._tables.pop(table_name, None)
-            return None
+        return version
 
     # --- operations ------------------------------------------------------------------------
 

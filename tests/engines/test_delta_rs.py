@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, Transaction
 
 from otel_delta.convert import spans_to_arrow
-from otel_delta.engines import DeltaRsEngine
+from otel_delta.engines import DeltaRsEngine, commit_log
 from otel_delta.errors import CommitError
 from otel_delta.lakehouse import COMMIT_ID, READ_VERSION, Lakehouse
 from otel_delta.tables.versions import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
@@ -155,7 +156,7 @@ def test_an_append_returns_its_own_version_when_another_writer_commits_right_aft
 ) -> None:
     """The handle's reload after our commit also reaches a commit another writer made right
     after it (seen in the Spark commit race, tests/spark): the append still answers with the
-    version of its own commit, found in the history by its commit id."""
+    version of its own commit, found in the log by its commit id."""
     writer, other = (DeltaRsEngine(Lakehouse(str(tmp_path))) for _ in range(2))
     rows = spans_to_arrow(corpus.trace_request()).tables["spans"]
     assert writer.append("spans", rows) == 1  # version 0 is the create
@@ -172,6 +173,46 @@ def test_an_append_returns_its_own_version_when_another_writer_commits_right_aft
     assert COMMIT_ID in history[2] and COMMIT_ID in history[3]
     assert history[2][COMMIT_ID] != history[3][COMMIT_ID]
     assert writer.append("spans", rows) == 4
+
+
+def test_an_append_returns_its_own_version_when_commits_land_while_it_looks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer commits right after our commit, and twice more while we reload and look
+    for ours: delta-rs's history numbers its entries from the latest version it sees after
+    reading them (delta-io/delta-rs#4488), so a version taken from it named the other writer's
+    commit (CI's Spark commit race). The append answers with its own commit's version."""
+    writer, other = (DeltaRsEngine(Lakehouse(str(tmp_path))) for _ in range(2))
+    rows = spans_to_arrow(corpus.trace_request()).tables["spans"]
+    assert writer.append("spans", rows) == 1
+    commit, reload = DeltaTable.create_write_transaction, DeltaTable.update_incremental
+    ours: list[DeltaTable] = []  # the writer's handle, once it has committed
+
+    def and_then_another_writer(self: DeltaTable, *args: object, **kwargs: object) -> None:
+        commit(self, *args, **kwargs)
+        if not ours:  # the writer's commit; the other writer's own commits go through here too
+            ours.append(self)
+            other.append("spans", rows)
+
+    def and_two_more_while_reloading(self: DeltaTable) -> None:
+        reload(self)
+        if len(ours) == 1 and self is ours[0]:
+            ours.append(self)  # once
+            other.append("spans", rows)
+            other.append("spans", rows)
+
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", and_then_another_writer)
+    monkeypatch.setattr(DeltaTable, "update_incremental", and_two_more_while_reloading)
+    version = writer.append("spans", rows)
+    monkeypatch.undo()
+    entries = {c["version"]: c for c in commit_log.history(_files(tmp_path), 5)}
+    assert sorted(entries) == [0, 1, 2, 3, 4, 5]
+    assert version == 2, entries
+    assert entries[2][COMMIT_ID] != entries[3][COMMIT_ID]
+
+
+def _files(root: Path) -> pa_fs.FileSystem:
+    return pa_fs.SubTreeFileSystem(str(root / "spans"), pa_fs.LocalFileSystem())
 
 
 def test_a_table_with_a_check_constraint_is_appended_to_by_delta_rs(tmp_path: Path) -> None:
@@ -205,7 +246,7 @@ def test_a_failed_reload_after_a_commit_does_not_repeat_the_append(
 
     monkeypatch.setattr(DeltaTable, "create_write_transaction", commits)
     monkeypatch.setattr(DeltaTable, "update_incremental", fails_after_the_commit)
-    writer.append("spans", rows)
+    assert writer.append("spans", rows) == 2  # its version, read from the log
     monkeypatch.undo()
     assert committed == [1]
     assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table().num_rows == 2 * rows.num_rows
