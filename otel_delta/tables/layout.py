@@ -202,6 +202,10 @@ LOG_LAYOUT = Layout(
     ),
 )
 METRIC_LAYOUT = Layout(
+    # as for spans and logs: bench/storage.py's metrics 104.4 -> 99.0 B/point as first written
+    # (one flush: small files, where dictionary pages weigh most); the Collector-like metrics
+    # load's tables, 20 requests in one file: 6% less encoding time, 0.4% larger (2026-11-26)
+    arrival_plain_columns=RESOURCE_COLUMNS,
     # sorted by name then time, a metric's points share or step their times: deltas stay small
     delta_columns=("start_time_unix_nano", "time_unix_nano", "time"),
     cluster_columns=("metric_name", "time_unix_nano"),

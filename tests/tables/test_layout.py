@@ -12,11 +12,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from otel_delta.convert import spans_to_arrow
+from otel_delta.convert import logs_to_arrow, metrics_to_arrow, spans_to_arrow
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.maintenance import compaction
 from otel_delta.tables import TABLES
+from otel_delta.tables.layout import RESOURCE_COLUMNS
+from tests import corpus
 
 BASE_NS = 1_795_000_000_123_456_789
 
@@ -155,3 +157,29 @@ def test_compaction_writes_times_plain_and_keeps_the_resource_dictionary(tmp_pat
     assert clustered["resource_attributes.key_value.key"] & dictionary
     stored = DeltaTable(str(tmp_path / "spans")).to_pyarrow_table()
     assert sorted(stored["span_id"].to_pylist()) == sorted(data["span_id"].to_pylist())
+
+
+def test_every_signals_ingested_files_keep_the_resource_without_dictionary(
+    tmp_path: Path,
+) -> None:
+    """Spans, logs and each metrics table: the resource's columns repeat one map on every row
+    of a request, so the files the bridge appends write them without dictionary."""
+    engine = DeltaRsEngine(Lakehouse(str(tmp_path)))
+    converted = {
+        **spans_to_arrow(corpus.trace_request()).tables,
+        **logs_to_arrow(corpus.logs_request()).tables,
+        **metrics_to_arrow(corpus.metrics_request()).tables,
+    }
+    checked = []
+    for name, data in converted.items():
+        if not data.num_rows:
+            continue
+        assert TABLES[name].layout.arrival_plain_columns == RESOURCE_COLUMNS, name
+        engine.append(name, data)
+        for uri in DeltaTable(str(tmp_path / name)).file_uris():
+            encodings = column_encodings(pq.ParquetFile(uri.removeprefix("file://")))
+            leaves = [e for path, e in encodings.items() if path.startswith("resource_attributes.")]
+            assert leaves and all(not e & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"} for e in leaves)
+            assert "RLE_DICTIONARY" in encodings["scope_name"], (name, encodings["scope_name"])
+        checked.append(name)
+    assert {"spans", "logs", "metrics_gauge", "metrics_sum", "metrics_histogram"} <= set(checked)
