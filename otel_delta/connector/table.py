@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 from deltalake import DeltaTable, write_deltalake
 from deltalake import Field as DeltaField
 from deltalake.exceptions import DeltaError
@@ -717,15 +718,19 @@ class Table:
         return before - self._log_files()
 
     def _log_files(self) -> int:
-        """Commits still in the log (local or object store alike)."""
-        return len(self._history())
+        """Commits still in the log (local or object store alike), counted from one listing:
+        reading them all, as a history would, read the whole log twice per cleanup."""
+        return commit_log.count_commits(self._files())
 
     def _history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Commit infos, newest first, each numbered by its log entry (engines/commit_log:
         delta-rs's history misnumbers them when a commit lands while it reads)."""
         latest = self.delta().version()
-        files = table_filesystem(self.uri, self.connector.storage_options, create=False)
-        return commit_log.history(files, latest, limit)
+        return commit_log.history(self._files(), latest, limit)
+
+    def _files(self) -> pafs.FileSystem:
+        """The table's files, rooted at its directory (any store delta-rs reaches)."""
+        return table_filesystem(self.uri, self.connector.storage_options, create=False)
 
 
 def _plain(field: pa.Field) -> pa.Field:

@@ -12,11 +12,13 @@ misnumber them.
 from __future__ import annotations
 
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow.fs as pa_fs
 
+COMMIT_FILE = re.compile(r"^\d{20}\.json$")
 READERS = 8  # concurrent reads: one object-store GET takes milliseconds, a local read micros
 CHUNK = 64  # versions read before looking for the end of the log
 
@@ -72,3 +74,11 @@ def history(
                 info["version"] = version
                 entries.append(info)
     return entries
+
+
+def count_commits(filesystem: pa_fs.FileSystem) -> int:
+    """How many commits the log holds: one listing, none of them read."""
+    selector = pa_fs.FileSelector("_delta_log", allow_not_found=True)
+    return sum(
+        1 for info in filesystem.get_file_info(selector) if COMMIT_FILE.match(info.base_name)
+    )

@@ -55,3 +55,12 @@ def test_an_entry_without_commit_info_is_empty_and_a_missing_one_is_none(tmp_pat
     assert commit_log.commit_info(files, 2) == {}
     assert commit_log.commit_info(files, 3) is None
     assert commit_log.commit_info(files, 1)["tag"] == "c1"
+
+
+def test_count_commits_counts_commit_files_only(tmp_path: Path) -> None:
+    files = _table(tmp_path, 12)
+    DeltaTable(str(tmp_path)).create_checkpoint()  # a checkpoint and _last_checkpoint
+    (tmp_path / "_delta_log" / "_commit_0123.json.tmp").write_text("{}")  # a commit in flight
+    assert commit_log.count_commits(files) == 12
+    (tmp_path / "_delta_log" / f"{0:020d}.json").unlink()
+    assert commit_log.count_commits(files) == 11
