@@ -188,6 +188,39 @@ def test_history_metadata_statistics(spans) -> None:
     assert stats.size_bytes == on_disk
 
 
+def test_history_numbers_commits_by_the_log_when_one_lands_while_it_reads(
+    spans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit lands right after history has opened the table: delta-rs's history numbers
+    the commits it read from the latest version it sees afterwards (delta-io/delta-rs#4488),
+    so every version shifted by one; the connector's numbers come from the log's entries."""
+    from otel_delta.connector.table import Table
+
+    requests, _ids = big_partition_requests(1, 10)
+    before = spans.version()
+    opened = Table.delta
+    landed: list[int] = []
+
+    def and_then_a_commit(self: Table, version: int | None = None):
+        handle = opened(self, version)
+        if not landed:
+            landed.append(1)
+            spans.bulk_insert(requests[0])
+        return handle
+
+    monkeypatch.setattr(Table, "delta", and_then_a_commit)
+    history = spans.history(3)
+    monkeypatch.undo()
+    assert landed and spans.version() == before + 1
+    assert [h.version for h in history] == [before, before - 1, before - 2]
+    truth = {h.version: h for h in spans.history()}
+    assert truth[before + 1].num_records == 10
+    assert [(h.timestamp, h.operation, h.num_records) for h in history] == [
+        (truth[v].timestamp, truth[v].operation, truth[v].num_records)
+        for v in range(before, before - 3, -1)
+    ]
+
+
 def test_small_file_threshold_comes_from_config(lake_path) -> None:
     config = DeltaConfig.for_path(lake_path, storage={"min_file_size": 1})
     stats = DeltaLakeConnector(config).table("spans").statistics()
