@@ -43,6 +43,15 @@ EXPORT_SECONDS = Histogram(
     ["transport", "signal"],
     buckets=LATENCY_BUCKETS,
 )
+# an Export's stages: from a tenth of a millisecond (a small request's conversion) up
+STAGE_BUCKETS = (0.0001, 0.00025, 0.0005, *LATENCY_BUCKETS)
+EXPORT_STAGE_SECONDS = Histogram(
+    "otel_delta_receiver_export_stage_duration_seconds",
+    "Time an Export spent in each stage of the pipeline (pipeline/stages.py): slot, "
+    "receive, convert, then log (ack = wal) or commit (ack = commit)",
+    ["signal", "stage"],
+    buckets=STAGE_BUCKETS,
+)
 WAL_SYNCS = Counter("otel_delta_wal_fsyncs", "fsyncs of the write-ahead log (one per group)")
 WAL_SYNC_SECONDS = Histogram(
     "otel_delta_wal_fsync_duration_seconds",

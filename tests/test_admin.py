@@ -78,6 +78,20 @@ def test_health_readiness_and_metrics(tmp_path) -> None:
             tuple(sorted({"transport": "grpc", "signal": "traces"}.items())),
         )
         assert after[histogram] - before.get(histogram, 0) == 4  # the refused one too
+        # each stage once per request that got through it: the garbage one failed to decode
+        stages = {
+            stage: grew(
+                "otel_delta_receiver_export_stage_duration_seconds_count",
+                signal="traces",
+                stage=stage,
+            )
+            for stage in ("slot", "receive", "convert", "log", "commit")
+        }
+        assert stages == {"slot": 4, "receive": 4, "convert": 3, "log": 3, "commit": 0}
+        stage_seconds = grew(
+            "otel_delta_receiver_export_stage_duration_seconds_sum", signal="traces", stage="log"
+        )
+        assert stage_seconds > 0
         assert ("process_resident_memory_bytes", ()) in after
     finally:
         bridge.stop()

@@ -31,6 +31,7 @@ from otel_delta.pipeline.body import Body
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.pipeline.outcome import Accepted, Outcome, Rejected, Retryable
 from otel_delta.pipeline.reservation import RequestSizes, Reservation
+from otel_delta.pipeline.stages import StageClock
 from otel_delta.signals import Signal
 from otel_delta.wal import WriteAheadLog
 
@@ -73,6 +74,7 @@ class ExportPipeline:
         then they are read only once the request has a slot (see `slots`) and the memory it
         is expected to need fits under `buffer.max_bytes` (see `Reservation`). In WAL mode the
         log keeps the bytes as received (compressed, if they came so: pipeline/body.py)."""
+        clock = StageClock(signal.name)
         try:
             await asyncio.wait_for(self.slots.acquire(), SLOT_WAIT_SECONDS)
         except TimeoutError:
@@ -82,22 +84,23 @@ class ExportPipeline:
                 self.buffer.retry_after,
             )
             return Retryable(busy, self.buffer.retry_after)
+        clock.done("slot")
         with Reservation(self.buffer) as held:
             try:
                 try:
-                    received = await self._receive(signal, body, held)
+                    received = await self._receive(signal, body, held, clock)
                 finally:
                     self.slots.release()
                 if not isinstance(received, tuple):
                     return received
                 logged, encoding, converted = received
                 del received, body  # the bytes live on only as long as `held` counts them
-                return await self._deliver(signal, logged, encoding, converted, held)
+                return await self._deliver(signal, logged, encoding, converted, held, clock)
             except RETRYABLE as exc:
                 return Retryable(exc, self.buffer.retry_after)
 
     async def _receive(
-        self, signal: Signal, body: Body | Receive, held: Reservation
+        self, signal: Signal, body: Body | Receive, held: Reservation, clock: StageClock
     ) -> tuple[bytes, str, Converted] | Outcome:
         """Read the body (once its expected size is held), then decode and convert it. Returns
         the bytes to log (as received) with their encoding, and the rows."""
@@ -108,6 +111,7 @@ class ExportPipeline:
             request = body if isinstance(body, Body) else await body()
         except OtelDeltaError as exc:
             return Rejected(exc, str(exc))
+        clock.done("receive")
         raw = request.protobuf
         self.sizes.observe(signal.code, len(raw))
         if len(raw) > self.max_request_bytes:
@@ -123,6 +127,7 @@ class ExportPipeline:
         converted = await self._convert(signal, raw)
         if not isinstance(converted, Converted):
             return converted
+        clock.done("convert")
         return request.logged, request.encoding, converted
 
     async def _deliver(
@@ -132,6 +137,7 @@ class ExportPipeline:
         encoding: str,
         converted: Converted,
         held: Reservation,
+        clock: StageClock,
     ) -> Outcome:
         """Log the request (WAL mode) or buffer its rows and wait for their commit."""
         if self.wal is None:
@@ -141,10 +147,12 @@ class ExportPipeline:
                 await self.buffer.submit(converted.tables)
             except RowsRejectedError as exc:  # the table refused this request's rows
                 return Rejected(exc, str(exc))
+            clock.done("commit")
         else:
             held.shrink(len(logged))  # the bytes as received, until the log has written them
             tables = {name: t for name, t in converted.tables.items() if t.num_rows}
             await self.wal.append(signal.code, logged, tables, len(tables), encoding)
+            clock.done("log")
         rows = sum(table.num_rows for table in converted.tables.values())
         ACCEPTED_ITEMS.labels(signal.name).inc(rows)
         if converted.rejected.count:
