@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,7 @@ from bench.common import (
     build_payloads,
     count_rows,
     drive,
+    export_stages,
     finish,
     grpc_sender,
     parquet_bytes,
@@ -334,6 +335,7 @@ class ServerRun:
     cpu_seconds: float  # from the first send until it exited (final commits/flushes included)
     stop_seconds: float  # SIGTERM → exit
     bad_records: int = 0
+    stages: dict[str, float] = field(default_factory=dict)  # bridge: mean ms per Export
 
     @property
     def acked_rate(self) -> float:
@@ -368,6 +370,7 @@ class ServerRun:
             "stop_seconds": self.stop_seconds,
             "exit_code": self.exit_code,
             "bad_records": self.bad_records,
+            "export_stage_mean_ms": self.stages,
         }
 
 
@@ -415,6 +418,7 @@ def run_bridge(signal: str, payloads: Sequence[Payload], args) -> ServerRun:
         try:
             port = server.wait_for_port()
             ingest, cpu_before = _load(server, port, signal, payloads, args)
+            stages = export_stages(server.admin_port)
         except BaseException:
             server.kill()
             raise
@@ -428,6 +432,7 @@ def run_bridge(signal: str, payloads: Sequence[Payload], args) -> ServerRun:
             disk_bytes=sum(parquet_bytes(server.lake, table) for table in tables),
             cpu_seconds=cpu,
             stop_seconds=stop_seconds,
+            stages=stages,
         )
 
 
@@ -710,6 +715,9 @@ def render(args, results: Sequence[SignalResult], e2e: EndToEnd | None) -> str:
             f"{'':>8}{'':>8}{'':>9}{lim.parquet_bytes / max(lim.items, 1):>8.1f}"
         )
         lines.append(_row("bridge", r.bridge))
+        if r.bridge.stages:
+            spent = ", ".join(f"{k} {v:.1f}" for k, v in r.bridge.stages.items())
+            lines.append(f"  bridge Export stages, mean ms: {spent}")
         if r.peer:
             lines.append(_row("Collector -> file", r.peer))
         parts = [

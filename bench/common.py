@@ -340,6 +340,7 @@ class BridgeProcess(ChildProcess):
             f'[deltalake]\ntable_path = "{self.lake}"\n{wal}{extra_config}'
         )
         self.http_port = 0  # set by wait_for_port when the bridge serves OTLP/HTTP
+        self.admin_port = 0  # set by wait_for_port when the bridge serves its admin endpoint
         super().__init__(
             [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(self.config)],
             # `python -m` puts the working directory first on sys.path: run in the tree whose
@@ -368,9 +369,41 @@ class BridgeProcess(ChildProcess):
             if match:
                 if http := re.search(r"127\.0\.0\.1:(\d+) \(OTLP/HTTP\)", line):
                     self.http_port = int(http.group(1))
+                if admin := re.search(r"admin on 127\.0\.0\.1:(\d+)", line):
+                    self.admin_port = int(admin.group(1))
                 return int(match.group(1))
         self.kill()
         raise RuntimeError("bridge did not log its port:\n" + "\n".join(self.log_tail))
+
+
+STAGE_METRIC = "otel_delta_receiver_export_stage_duration_seconds"
+
+
+def export_stages(admin_port: int) -> dict[str, float]:
+    """Mean milliseconds an Export spent in each stage of the bridge's pipeline (slot,
+    receive, convert, log or commit), from its /metrics; empty if it has no admin endpoint
+    or predates the stage histogram."""
+    if not admin_port:
+        return {}
+    import urllib.request
+
+    url = f"http://127.0.0.1:{admin_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith(STAGE_METRIC) or "_bucket{" in line:
+            continue
+        stage = re.search(r'stage="([^"]+)"', line)
+        if stage is None:
+            continue
+        value = float(line.rsplit(" ", 1)[1])
+        if line.startswith(STAGE_METRIC + "_sum{"):
+            sums[stage[1]] = sums.get(stage[1], 0.0) + value
+        elif line.startswith(STAGE_METRIC + "_count{"):
+            counts[stage[1]] = counts.get(stage[1], 0.0) + value
+    return {stage: sums[stage] / n * 1000 for stage, n in counts.items() if n}
 
 
 def _cpu_seconds(processes: Sequence[psutil.Process]) -> float:
