@@ -153,14 +153,8 @@ pub fn key_value(bytes: &[u8]) -> Result<(&str, Option<&[u8]>), Fallback> {
     let mut reader = wire::fields(bytes);
     while let Some((number, field)) = reader.next_field()? {
         match number {
-            1 => {
-                wire::expect(&field, wire::LEN)?;
-                key = field.string()?;
-            }
-            2 => {
-                wire::expect(&field, wire::LEN)?;
-                wire::once(&mut value, field)?;
-            }
+            1 => key = field.string()?,
+            2 => wire::once(&mut value, field)?,
             3 => wire::expect(&field, wire::VARINT)?, // key_strindex: not used
             _ => {}
         }

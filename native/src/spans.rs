@@ -54,10 +54,10 @@ impl<'a> SpanView<'a> {
         let mut reader = wire::fields(bytes);
         while let Some((number, field)) = reader.next_field()? {
             match number {
-                1 => span.trace_id = len(field)?,
-                2 => span.span_id = len(field)?,
+                1 => span.trace_id = field.bytes()?,
+                2 => span.span_id = field.bytes()?,
                 3 => span.trace_state = field.string()?,
-                4 => span.parent = len(field)?,
+                4 => span.parent = field.bytes()?,
                 5 => span.name = field.string()?,
                 6 => span.kind = field.varint()? as i32,
                 7 => span.start = field.fixed64()?,
@@ -125,8 +125,8 @@ impl<'a> LinkView<'a> {
         let mut reader = wire::fields(bytes);
         while let Some((number, field)) = reader.next_field()? {
             match number {
-                1 => link.trace_id = len(field)?,
-                2 => link.span_id = len(field)?,
+                1 => link.trace_id = field.bytes()?,
+                2 => link.span_id = field.bytes()?,
                 3 => link.trace_state = field.string()?,
                 4 => wire::expect(&field, wire::LEN)?,
                 5 => link.dropped = field.varint()? as u32,
@@ -136,10 +136,6 @@ impl<'a> LinkView<'a> {
         }
         Ok(link)
     }
-}
-
-fn len(field: wire::Value<'_>) -> Result<&[u8], Fallback> {
-    field.bytes()
 }
 
 struct EventColumns {

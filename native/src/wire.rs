@@ -155,7 +155,6 @@ pub fn header(
     let mut reader = fields(bytes);
     while let Some((number, field)) = reader.next_field()? {
         if number == once_field {
-            expect(&field, LEN)?;
             once(&mut message, field)?;
         } else if number == repeated_field {
             expect(&field, LEN)?;
