@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -46,6 +47,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+from prometheus_client.parser import text_string_to_metric_families
 
 # every door of a benchmarked bridge on loopback, on ports the OS picks (as in the tests)
 from tests.helpers import LOOPBACK
@@ -385,24 +387,17 @@ def export_stages(admin_port: int) -> dict[str, float]:
     or predates the stage histogram."""
     if not admin_port:
         return {}
-    import urllib.request
-
     url = f"http://127.0.0.1:{admin_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
-    sums: dict[str, float] = {}
-    counts: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line.startswith(STAGE_METRIC) or "_bucket{" in line:
-            continue
-        stage = re.search(r'stage="([^"]+)"', line)
-        if stage is None:
-            continue
-        value = float(line.rsplit(" ", 1)[1])
-        if line.startswith(STAGE_METRIC + "_sum{"):
-            sums[stage[1]] = sums.get(stage[1], 0.0) + value
-        elif line.startswith(STAGE_METRIC + "_count{"):
-            counts[stage[1]] = counts.get(stage[1], 0.0) + value
+    totals: dict[str, dict[str, float]] = {"_sum": {}, "_count": {}}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            suffix = sample.name.removeprefix(STAGE_METRIC)
+            if sample.name.startswith(STAGE_METRIC) and suffix in totals:
+                stage = sample.labels["stage"]
+                totals[suffix][stage] = totals[suffix].get(stage, 0.0) + sample.value
+    sums, counts = totals["_sum"], totals["_count"]
     return {stage: sums[stage] / n * 1000 for stage, n in counts.items() if n}
 
 
