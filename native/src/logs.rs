@@ -10,10 +10,12 @@ use crate::context::RowContext;
 use crate::wire;
 use crate::{Outcome, Schemas};
 
-/// A log record's fields, read in place (last occurrence wins, as protobuf decoding does).
+/// A log record's fields, read in place (last occurrence wins, as protobuf decoding does);
+/// its attributes are read from their part of the record (`wire::Extent`) when the row is
+/// appended.
 #[derive(Default)]
 struct RecordView<'a> {
-    bytes: &'a [u8],
+    attributes: &'a [u8],
     time: u64,
     observed: u64,
     severity_number: i32,
@@ -28,7 +30,8 @@ struct RecordView<'a> {
 
 impl<'a> RecordView<'a> {
     fn read(bytes: &'a [u8]) -> Result<Self, Fallback> {
-        let mut record = RecordView { bytes, ..Default::default() };
+        let mut record = RecordView::default();
+        let mut attributes = wire::Extent::default();
         let mut reader = wire::fields(bytes);
         while let Some((number, field)) = reader.next_field()? {
             match number {
@@ -36,7 +39,7 @@ impl<'a> RecordView<'a> {
                 2 => record.severity_number = field.varint()? as i32,
                 3 => record.severity_text = field.string()?,
                 5 => wire::once(&mut record.body, field)?,
-                6 => wire::expect(&field, wire::LEN)?,
+                6 => attributes.add(&reader, &field)?,
                 7 => record.dropped = field.varint()? as u32,
                 8 => record.flags = field.fixed32()?,
                 9 => record.trace_id = field.bytes()?,
@@ -46,6 +49,7 @@ impl<'a> RecordView<'a> {
                 _ => {}
             }
         }
+        record.attributes = attributes.of(bytes);
         Ok(record)
     }
 
@@ -99,7 +103,7 @@ impl LogColumns {
         hex(scratch, record.span_id);
         self.span_id.append_value(&scratch);
         self.flags.push(i64::from(record.flags));
-        self.attributes.append_wire(record.bytes, 6)?;
+        self.attributes.append_wire(record.attributes, 6)?;
         self.dropped.push(i64::from(record.dropped));
         Ok(())
     }
@@ -116,7 +120,7 @@ pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Out
         if let Some(error) = record.error() {
             // not a row, but its bytes must decode as an accepted record's would
             record.body()?;
-            check_attributes(record.bytes, 6)?;
+            check_attributes(record.attributes, 6)?;
             rejected.add(error);
             return Ok(());
         }

@@ -29,10 +29,13 @@ fn status_name(value: i32) -> Cow<'static, str> {
 }
 
 /// A span's scalar fields, read in place (last occurrence wins, as protobuf decoding does);
-/// its attributes, events and links are read from `bytes` when the row is appended.
+/// its attributes, events and links are read from their parts of the span (`wire::Extent`)
+/// when the row is appended.
 #[derive(Default)]
 struct SpanView<'a> {
-    bytes: &'a [u8],
+    attributes: &'a [u8],
+    events: &'a [u8],
+    links: &'a [u8],
     trace_id: &'a [u8],
     span_id: &'a [u8],
     trace_state: &'a str,
@@ -50,7 +53,9 @@ struct SpanView<'a> {
 
 impl<'a> SpanView<'a> {
     fn read(bytes: &'a [u8]) -> Result<Self, Fallback> {
-        let mut span = SpanView { bytes, ..Default::default() };
+        let mut span = SpanView::default();
+        let mut attributes = wire::Extent::default();
+        let (mut events, mut links) = (attributes, attributes);
         let mut reader = wire::fields(bytes);
         while let Some((number, field)) = reader.next_field()? {
             match number {
@@ -62,7 +67,9 @@ impl<'a> SpanView<'a> {
                 6 => span.kind = field.varint()? as i32,
                 7 => span.start = field.fixed64()?,
                 8 => span.end = field.fixed64()?,
-                9 | 11 | 13 => wire::expect(&field, wire::LEN)?,
+                9 => attributes.add(&reader, &field)?,
+                11 => events.add(&reader, &field)?,
+                13 => links.add(&reader, &field)?,
                 10 => span.dropped_attributes = field.varint()? as u32,
                 12 => span.dropped_events = field.varint()? as u32,
                 14 => span.dropped_links = field.varint()? as u32,
@@ -71,6 +78,9 @@ impl<'a> SpanView<'a> {
                 _ => {}
             }
         }
+        span.attributes = attributes.of(bytes);
+        span.events = events.of(bytes);
+        span.links = links.of(bytes);
         Ok(span)
     }
 
@@ -82,7 +92,7 @@ impl<'a> SpanView<'a> {
         if own.is_some() {
             return Ok(own);
         }
-        for link in wire::repeated(self.bytes, 13) {
+        for link in wire::repeated(self.links, 13) {
             let link = LinkView::read(link?)?;
             let error = id_error(link.trace_id, TRACE_ID_BYTES, "link trace_id", true)
                 .or_else(|| id_error(link.span_id, SPAN_ID_BYTES, "link span_id", true));
@@ -111,7 +121,7 @@ impl<'a> SpanView<'a> {
 
 #[derive(Default)]
 struct LinkView<'a> {
-    bytes: &'a [u8],
+    attributes: &'a [u8],
     trace_id: &'a [u8],
     span_id: &'a [u8],
     trace_state: &'a str,
@@ -121,19 +131,21 @@ struct LinkView<'a> {
 
 impl<'a> LinkView<'a> {
     fn read(bytes: &'a [u8]) -> Result<Self, Fallback> {
-        let mut link = LinkView { bytes, ..Default::default() };
+        let mut link = LinkView::default();
+        let mut attributes = wire::Extent::default();
         let mut reader = wire::fields(bytes);
         while let Some((number, field)) = reader.next_field()? {
             match number {
                 1 => link.trace_id = field.bytes()?,
                 2 => link.span_id = field.bytes()?,
                 3 => link.trace_state = field.string()?,
-                4 => wire::expect(&field, wire::LEN)?,
+                4 => attributes.add(&reader, &field)?,
                 5 => link.dropped = field.varint()? as u32,
                 6 => link.flags = field.fixed32()?,
                 _ => {}
             }
         }
+        link.attributes = attributes.of(bytes);
         Ok(link)
     }
 }
@@ -147,29 +159,32 @@ struct EventColumns {
 }
 
 impl EventColumns {
-    /// The events (field 11) of a span's bytes; `append` false: only read them (a rejected
-    /// span's events must decode as they would have, but make no row).
-    fn append_wire(&mut self, span: &[u8], append: bool) -> Result<(), Fallback> {
-        for event in wire::repeated(span, 11) {
+    /// The events (field 11) in `events`, the part of a span holding them; `append` false:
+    /// only read them (a rejected span's events must decode as they would have, but make no
+    /// row).
+    fn append_wire(&mut self, events: &[u8], append: bool) -> Result<(), Fallback> {
+        for event in wire::repeated(events, 11) {
             let event = event?;
             let (mut time, mut name, mut dropped) = (0u64, "", 0u32);
+            let mut attributes = wire::Extent::default();
             let mut fields = wire::fields(event);
             while let Some((number, field)) = fields.next_field()? {
                 match number {
                     1 => time = field.fixed64()?,
                     2 => name = field.string()?,
-                    3 => wire::expect(&field, wire::LEN)?,
+                    3 => attributes.add(&fields, &field)?,
                     4 => dropped = field.varint()? as u32,
                     _ => {}
                 }
             }
+            let attributes = attributes.of(event);
             if append {
                 self.time.push(time as i64);
                 self.name.append_value(name);
-                self.attributes.append_wire(event, 3)?;
+                self.attributes.append_wire(attributes, 3)?;
                 self.dropped.push(i64::from(dropped));
             } else {
-                check_attributes(event, 3)?;
+                check_attributes(attributes, 3)?;
             }
         }
         if append {
@@ -190,12 +205,13 @@ struct LinkColumns {
 }
 
 impl LinkColumns {
-    /// The links (field 13) of a span's bytes; `append` false: only read them.
-    fn append_wire(&mut self, span: &[u8], scratch: &mut String, append: bool) -> Result<(), Fallback> {
-        for link in wire::repeated(span, 13) {
+    /// The links (field 13) in `links`, the part of a span holding them; `append` false:
+    /// only read them.
+    fn append_wire(&mut self, links: &[u8], scratch: &mut String, append: bool) -> Result<(), Fallback> {
+        for link in wire::repeated(links, 13) {
             let link = LinkView::read(link?)?;
             if !append {
-                check_attributes(link.bytes, 4)?;
+                check_attributes(link.attributes, 4)?;
                 continue;
             }
             hex(scratch, link.trace_id);
@@ -204,7 +220,7 @@ impl LinkColumns {
             self.span_id.append_value(&scratch);
             self.trace_state.append_value(link.trace_state);
             self.flags.push(i64::from(link.flags));
-            self.attributes.append_wire(link.bytes, 4)?;
+            self.attributes.append_wire(link.attributes, 4)?;
             self.dropped.push(i64::from(link.dropped));
         }
         if append {
@@ -251,7 +267,7 @@ impl SpanColumns {
         let (code, message) = span.status()?;
         self.status_code.append_value(status_name(code));
         self.status_message.append_value(message);
-        self.attributes.append_wire(span.bytes, 9)?;
+        self.attributes.append_wire(span.attributes, 9)?;
         self.dropped_attributes.push(i64::from(span.dropped_attributes));
         self.dropped_events.push(i64::from(span.dropped_events));
         self.dropped_links.push(i64::from(span.dropped_links));
@@ -286,16 +302,16 @@ pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Out
         if let Some(error) = span.error()? {
             // not a row, but its bytes must decode as an accepted span's would
             span.status()?;
-            check_attributes(span.bytes, 9)?;
-            events.append_wire(span.bytes, false)?;
-            links.append_wire(span.bytes, &mut scratch, false)?;
+            check_attributes(span.attributes, 9)?;
+            events.append_wire(span.events, false)?;
+            links.append_wire(span.links, &mut scratch, false)?;
             rejected.add(error);
             return Ok(());
         }
         ctx.add_row();
         spans.append(&span, &mut scratch)?;
-        events.append_wire(span.bytes, true)?;
-        links.append_wire(span.bytes, &mut scratch, true)
+        events.append_wire(span.events, true)?;
+        links.append_wire(span.links, &mut scratch, true)
     });
     if walked.is_err() {
         return Ok(Outcome::Fallback); // Python decodes again and words any error

@@ -68,14 +68,33 @@ impl<'a> Value<'a> {
 /// The fields of one message, in wire order.
 pub struct Fields<'a> {
     buf: &'a [u8],
+    len: usize,         // of the whole message: positions are counted from its start
+    field_start: usize, // where the field `next_field` returned last begins
 }
 
 pub fn fields(buf: &[u8]) -> Fields<'_> {
-    Fields { buf }
+    Fields { buf, len: buf.len(), field_start: 0 }
 }
 
 impl<'a> Fields<'a> {
+    /// How far into the message the reader is.
+    fn position(&self) -> usize {
+        self.len - self.buf.len()
+    }
+
+    /// Most varints on the wire (keys, lengths, small numbers) are one byte: read it inline.
+    #[inline]
     fn read_varint(&mut self) -> Result<u64, Fallback> {
+        match self.buf.split_first() {
+            Some((&byte, rest)) if byte < 0x80 => {
+                self.buf = rest;
+                Ok(u64::from(byte))
+            }
+            _ => self.read_long_varint(),
+        }
+    }
+
+    fn read_long_varint(&mut self) -> Result<u64, Fallback> {
         let mut value: u64 = 0;
         for i in 0..10 {
             let Some((&byte, rest)) = self.buf.split_first() else { return Err(Fallback) };
@@ -101,10 +120,12 @@ impl<'a> Fields<'a> {
     }
 
     /// The next field (its number and value), None at the end, Fallback if malformed.
+    #[inline]
     pub fn next_field(&mut self) -> Result<Option<(u32, Value<'a>)>, Fallback> {
         if self.buf.is_empty() {
             return Ok(None);
         }
+        self.field_start = self.position();
         let key = self.read_varint()?;
         let number = key >> 3;
         if number == 0 || number > u64::from(u32::MAX >> 3) {
@@ -121,6 +142,34 @@ impl<'a> Fields<'a> {
             _ => return Err(Fallback), // groups (3, 4) and invalid wire types
         };
         Ok(Some((number as u32, value)))
+    }
+}
+
+/// The part of a message holding every occurrence of one repeated message field: from the
+/// first occurrence's key to the end of the last one (empty if there is none). `repeated` over
+/// it yields what it yields over the whole message, without walking the fields around it,
+/// and nothing at all when the field is absent: a span's attributes, events and links are
+/// each found in the one walk that reads the span's other fields.
+#[derive(Default, Clone, Copy)]
+pub struct Extent {
+    start: usize,
+    end: usize,
+}
+
+impl Extent {
+    /// Takes in the occurrence `reader` has just returned, which must be length-delimited.
+    pub fn add(&mut self, reader: &Fields<'_>, value: &Value<'_>) -> Result<(), Fallback> {
+        expect(value, LEN)?;
+        if self.end == 0 {
+            self.start = reader.field_start;
+        }
+        self.end = reader.position();
+        Ok(())
+    }
+
+    /// This part of `message`, the message the reader walked.
+    pub fn of(self, message: &[u8]) -> &[u8] {
+        &message[self.start..self.end]
     }
 }
 

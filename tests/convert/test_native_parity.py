@@ -611,6 +611,25 @@ SPAN = trace_pb2.Span(
         ("span id twice", field(2, 2, b"\x03" * 8), True),
         ("unknown fields", field(99, 0, b"\x05") + field(98, 2, b"xyz"), True),
         ("another attribute", field(9, 2, KeyValue(key="j").SerializeToString()), True),
+        # each repeated field is read from its first occurrence to its last (wire::Extent):
+        # the fields between them are skipped, whatever they are
+        (
+            "events, links and attributes interleaved",
+            field(11, 2, field(2, 2, b"e1") + field(3, 2, KeyValue(key="a").SerializeToString()))
+            + field(9, 2, KeyValue(key="j", value=AnyValue(bool_value=True)).SerializeToString())
+            + field(13, 2, field(1, 2, b"\x05" * 16) + field(2, 2, b"\x06" * 8))
+            + field(5, 2, b"renamed")
+            + field(11, 2, field(3, 2, KeyValue(key="b").SerializeToString()) + field(2, 2, b"e2"))
+            + field(
+                13,
+                2,
+                field(4, 2, KeyValue(key="l").SerializeToString())
+                + field(2, 2, b"\x07" * 8)
+                + field(1, 2, b"\x08" * 16),
+            )
+            + field(9, 2, KeyValue(key="m").SerializeToString()),
+            True,
+        ),
         # a singular message given twice is merged by protobuf: left to Python
         ("status twice", field(15, 2, trace_pb2.Status(code=1).SerializeToString()), False),
         # a known field with another wire type, a group: protobuf refuses, so does the receiver
