@@ -226,6 +226,7 @@ pub fn encode_wire(value: Option<&[u8]>) -> Result<Encoded<'_>, Fallback> {
     use crate::wire::{expect, fields, Value as Wire, FIXED64, LEN, VARINT};
     let Some(bytes) = value else { return encode(None) };
     let mut last: Option<(u32, Wire<'_>)> = None;
+    let mut string = ""; // the last string_value, UTF-8 checked
     let mut nested = false;
     let mut reader = fields(bytes);
     while let Some((number, field)) = reader.next_field()? {
@@ -237,7 +238,7 @@ pub fn encode_wire(value: Option<&[u8]>) -> Result<Encoded<'_>, Fallback> {
         };
         expect(&field, wire_type)?;
         if number == 1 {
-            field.string()?; // every occurrence is UTF-8 checked, the last one kept
+            string = field.string()?; // every occurrence is checked, as prost checks it
         }
         nested |= number == 5 || number == 6;
         last = Some((number, field));
@@ -250,7 +251,7 @@ pub fn encode_wire(value: Option<&[u8]>) -> Result<Encoded<'_>, Fallback> {
     }
     let Some((number, field)) = last else { return Ok((None, Some(Cow::Borrowed("empty")))) };
     Ok(match (number, field) {
-        (1, f) => (Some(Cow::Borrowed(f.string()?)), None),
+        (1, _) => (Some(Cow::Borrowed(string)), None),
         (2, f) => {
             let b = f.varint()? != 0;
             (Some(Cow::Borrowed(if b { "true" } else { "false" })), Some(Cow::Borrowed("bool")))
