@@ -4,9 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::builder::{ArrayBuilder, StringBuilder};
-use arrow_array::{
-    make_array, Array, ArrayRef, Int32Array, Int64Array, ListArray, MapArray, StringArray, StructArray,
-};
+use arrow_array::{make_array, Array, ArrayRef, Int32Array, Int64Array, ListArray, MapArray, StructArray};
 use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Fields};
 
@@ -215,56 +213,25 @@ impl MapColumn {
     }
 }
 
-/// An attribute list encoded once (for resources, scopes and metric metadata, repeated on
-/// every row), kept as the four columns' values so that a row takes them in one copy each.
-#[derive(Clone)]
+/// An attribute list encoded once (for resources and scopes, repeated on every row).
+#[derive(Default, Clone)]
 pub struct EncodedAttributes {
-    keys: StringArray,
-    values: StringArray,
-    type_keys: StringArray,
-    types: StringArray,
-}
-
-impl Default for EncodedAttributes {
-    fn default() -> Self {
-        let empty = StringArray::from(Vec::<&str>::new());
-        Self { keys: empty.clone(), values: empty.clone(), type_keys: empty.clone(), types: empty }
-    }
+    pairs: Vec<(String, Option<String>)>,
+    types: Vec<(String, String)>,
 }
 
 impl EncodedAttributes {
     pub fn new(kvs: &[KeyValue]) -> Result<Self, Fallback> {
-        if kvs.is_empty() {
-            return Ok(Self::default());
-        }
-        let bytes = kvs.iter().map(|kv| kv.key.len()).sum::<usize>();
-        let mut keys = StringBuilder::with_capacity(kvs.len(), bytes);
-        let mut values = StringBuilder::with_capacity(kvs.len(), bytes);
-        let mut type_keys = StringBuilder::new();
-        let mut types = StringBuilder::new();
+        let mut out = Self::default();
         for kv in kvs {
             let (text, type_) = encode(kv.value.as_ref())?;
-            keys.append_value(&kv.key);
-            values.append_option(text);
+            out.pairs.push((kv.key.clone(), text.map(|t| t.into_owned())));
             if let Some(type_) = type_ {
-                type_keys.append_value(&kv.key);
-                types.append_value(type_);
+                out.types.push((kv.key.clone(), type_.into_owned()));
             }
         }
-        Ok(Self {
-            keys: keys.finish(),
-            values: values.finish(),
-            type_keys: type_keys.finish(),
-            types: types.finish(),
-        })
+        Ok(out)
     }
-}
-
-/// Appends all of `array` to `builder` at once (its offsets shifted, its bytes in one copy).
-fn append_all(builder: &mut StringBuilder, array: &StringArray) {
-    // the error is a column past 2 GiB, on which `append_value` panics too; the panic reaches
-    // Python, which answers the request as too large (otel_delta/convert/native.py)
-    builder.append_array(array).expect("byte array offset overflow");
 }
 
 /// The `attributes` and `attribute_types` map columns (`columns.AttributeColumns`).
@@ -313,10 +280,14 @@ impl AttributeColumns {
     }
 
     pub fn append_encoded(&mut self, encoded: &EncodedAttributes) {
-        append_all(&mut self.values.keys, &encoded.keys);
-        append_all(&mut self.values.values, &encoded.values);
-        append_all(&mut self.types.keys, &encoded.type_keys);
-        append_all(&mut self.types.values, &encoded.types);
+        for (key, text) in &encoded.pairs {
+            self.values.keys.append_value(key);
+            self.values.values.append_option(text.as_deref());
+        }
+        for (key, type_) in &encoded.types {
+            self.types.keys.append_value(key);
+            self.types.values.append_value(type_);
+        }
         self.values.end_row();
         self.types.end_row();
     }
