@@ -17,7 +17,7 @@ JARS += $(S3A_JARS)
 KAFKA_JARS := jars/kafka/.copied
 JARS += $(KAFKA_JARS)
 
-.PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native collector
+.PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native collector loadgen
 .PHONY: collector-kafka
 .PHONY: s3-server azure-server kafka
 
@@ -131,6 +131,19 @@ $(TELEMETRYGEN):
 	$(TOOLS_TMP); GOBIN=$$tmp go install \
 		github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@v$(OTELCOL_VERSION); \
 	mkdir -p $(@D); mv $$tmp/telemetrygen $@
+
+# loadgen (tools/loadgen), the Collector-like gRPC client of bench/collector_load.py: requests
+# gzip'd before the run, sent as they are. Built with the machine's Go into the same cache, named
+# by a hash of its sources (bench/common.py finds it there); not needed by the tests.
+LOADGEN_SOURCES := tools/loadgen/go.mod tools/loadgen/go.sum tools/loadgen/main.go
+LOADGEN_HASH := $(shell cat $(LOADGEN_SOURCES) 2>/dev/null | sha256sum | cut -c1-12)
+LOADGEN := $(TOOLS_CACHE)/loadgen-$(LOADGEN_HASH)/loadgen
+
+loadgen: $(LOADGEN)
+
+$(LOADGEN):
+	$(TOOLS_TMP); (cd tools/loadgen && go build -trimpath -o $$tmp/loadgen .); \
+	mkdir -p $(@D); mv $$tmp/loadgen $@
 
 # versitygw, an S3-compatible server (its posix backend: each folder is a bucket), for the tests of
 # the bridge on S3 (tests/s3/); from the Go module proxy into the same cache, in the same way.

@@ -3,9 +3,13 @@ against the Collector's own file exporter, per signal, on the same requests, in 
 
 The load is what the Collector's `otlp` exporter sends behind the batch processor: requests of
 8,192 items (`send_batch_size`'s default), gzip-compressed, 10 in flight on one connection (the
-sending queue's default `num_consumers`). The requests are built and serialized up front
-(deterministic seeds) and sent as raw bytes, gRPC compressing each send, by 10 threads sharing
-one channel. Per signal (traces, logs, metrics: a gauge/sum/histogram mix), three measurements:
+sending queue's default `num_consumers`). The requests are built, serialized and gzip'd (level 6,
+the exporter's default) up front (deterministic seeds), and tools/loadgen (`make loadgen`, Go)
+sends them as they are: the server gets the bytes a Collector's exporter sends, and the client,
+on the same cores as the server it measures, spends no CPU compressing during the run
+(`--client python`: 10 threads sharing one channel, gRPC compressing each send, about 4 µs of
+client CPU per span). Per signal (traces, logs, metrics: a gauge/sum/histogram mix), three
+measurements:
 
 1. *limit*: in this process, one thread: gunzip + protobuf parse + Parquet zstd of each
    request's converted tables (`bench.limit.run_signal_limit`; conversion is timed, not counted);
@@ -82,6 +86,7 @@ from bench.common import (
     build_payloads,
     count_rows,
     drive,
+    drive_precompressed,
     export_stages,
     finish,
     grpc_sender,
@@ -377,15 +382,23 @@ class ServerRun:
 def _load(
     server: ChildProcess, port: int, signal: str, payloads: Sequence[Payload], args
 ) -> tuple[Ingest, float]:
-    """The collector-like load: `in_flight` threads sharing one gRPC channel (one connection),
-    gzip on each send. Returns the client-side results and the server's CPU before it began."""
+    """The collector-like load: `in_flight` requests at a time on one gRPC connection, gzip'd.
+    `--client loadgen`: compressed before the run and sent as they are (tools/loadgen);
+    `python`: `in_flight` threads sharing one channel, gRPC compressing each send. Returns the
+    client-side results and the server's CPU before it began."""
     method = f"/{SIGNALS_BY_NAME[signal].grpc_service}/Export"
+    # open loop: the requests of `rate` items/s, each on its schedule
+    interval = payloads[0].spans / args.rate if args.rate else 0.0
+    if args.client == "loadgen":
+        cpu_before = server.cpu_seconds()
+        ingest = drive_precompressed(
+            port, method, payloads, args.in_flight, args.max_seconds, interval
+        )
+        return ingest, cpu_before
     send, close = grpc_sender(port, method=method, compression=grpc.Compression.Gzip)
     try:
         cpu_before = server.cpu_seconds()
-        pace = None
-        if args.rate:  # open loop: the requests of `rate` items/s, each on its schedule
-            pace = Pacer(payloads[0].spans / args.rate)
+        pace = Pacer(interval) if interval else None
         ingest = drive(
             port, payloads, args.in_flight, args.max_seconds, lambda _: (send, _noop), pace
         )
@@ -697,7 +710,8 @@ def render(args, results: Sequence[SignalResult], e2e: EndToEnd | None) -> str:
     lines = [
         f"otel-delta under a Collector's load: {args.items_per_request:,} items/request, gzip, "
         f"up to {args.in_flight} in flight on one connection, {args.requests} requests per "
-        f"signal, {os.cpu_count()} CPUs; bridge ack = {args.ack}, flush {args.flush_interval} s",
+        f"signal, {os.cpu_count()} CPUs; bridge ack = {args.ack}, flush {args.flush_interval} s; "
+        f"client {args.client}",
         f"open loop: {args.rate:,.0f} items/s offered" if args.rate else "closed loop",
         "(stored/s: first send -> server exited; us/item: server CPU, first send -> exit;"
         " B/item: on disk)",
@@ -732,6 +746,12 @@ def render(args, results: Sequence[SignalResult], e2e: EndToEnd | None) -> str:
             ratio += f", bridge/Collector {r.bridge.stored_rate / r.peer.stored_rate:.2f}x"
         clients = f"bench client CPU {r.bridge.ingest.client_cpu_seconds:.1f} s (bridge run)"
         lines.append(f"{ratio}; {clients}")
+        for run in (r.bridge, r.peer):
+            if run and run.ingest.retries:
+                lines.append(
+                    f"  {run.name}: {run.ingest.retries} retryable answers (overloaded), "
+                    "each request retried as the Collector's exporter retries it"
+                )
     if e2e:
         lines += [
             "",
@@ -859,6 +879,12 @@ def _parser() -> argparse.ArgumentParser:
         help="items/s offered on a fixed schedule (open loop; 0: closed loop, as fast as acked)",
     )
     parser.add_argument("--no-collector", action="store_true", help="skip the file-exporter peer")
+    parser.add_argument(
+        "--client",
+        choices=["loadgen", "python"],
+        default="loadgen",
+        help="loadgen: requests gzip'd before the run (make loadgen); python: gRPC gzips each send",
+    )
     parser.add_argument("--flush-interval", type=float, default=10.0, help="the bridge's default")
     parser.add_argument("--convert-workers", type=int, default=0, help="the bridge's default")
     parser.add_argument("--native", choices=["auto", "on", "off"], default="auto")

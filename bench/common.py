@@ -12,6 +12,9 @@ answers a question imports from here.
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
+import hashlib
 import http.client
 import json
 import os
@@ -51,6 +54,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 # every door of a benchmarked bridge on loopback, on ports the OS picks (as in the tests)
 from tests.helpers import LOOPBACK
+from tests.tools import tools_cache
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -562,6 +566,7 @@ class Ingest:
     errors: dict[str, int]
     truncated: bool
     client_cpu_seconds: float
+    retries: int = 0  # retryable answers that were retried (drive_precompressed)
 
     @property
     def rate(self) -> float:
@@ -620,6 +625,68 @@ def drive(
     for _, close in senders:
         close()
     return _merge(logs, payloads, work.qsize(), cpu_used)
+
+
+LOADGEN_SOURCES = ("go.mod", "go.sum", "main.go")
+
+
+def loadgen_binary() -> Path:
+    """tools/loadgen as `make loadgen` builds it: in the tools cache, in a folder named by a
+    hash of its sources (as the Makefile names it)."""
+    source = REPO_ROOT / "tools" / "loadgen"
+    digest = hashlib.sha256(b"".join((source / n).read_bytes() for n in LOADGEN_SOURCES))
+    path = tools_cache() / f"loadgen-{digest.hexdigest()[:12]}" / "loadgen"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run `make loadgen`")
+    return path
+
+
+def drive_precompressed(
+    port: int,
+    method: str,
+    payloads: Sequence[Payload],
+    in_flight: int,
+    max_seconds: float,
+    interval: float = 0.0,
+) -> Ingest:
+    """`drive`'s run as a Collector's exporter makes it, by tools/loadgen: `in_flight` requests
+    at a time on one connection, each gzip'd (level 6, gRPC's and the Collector's default)
+    before the clock starts and sent with the gzip encoding as it is. The client's CPU for
+    compressing, 4 µs per span with `drive`, then no longer competes with the server for the
+    machine's cores, and the latency is the server's and the transport's only. `interval`:
+    open loop (seconds between scheduled sends, latency from the schedule), 0 closed loop.
+    A retryable answer is retried as the Collector's exporter would (tools/loadgen), so what a
+    run stores is what a Collector would have stored; `Ingest.retries` counts them."""
+    with tempfile.TemporaryDirectory(prefix="otel-delta-loadgen-") as folder:
+        requests = Path(folder) / "requests"
+        with requests.open("wb") as out:
+            for payload in payloads:
+                body = gzip.compress(payload.data, compresslevel=6, mtime=0)
+                out.write(len(body).to_bytes(4, "little") + body)
+        command = [str(loadgen_binary()), "-addr", f"127.0.0.1:{port}", "-method", method]
+        command += ["-in", str(requests), "-in-flight", str(in_flight)]
+        command += ["-max-seconds", str(max_seconds), "-interval", str(interval)]
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=max_seconds + 120, check=False
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"loadgen failed ({done.returncode}): {done.stderr.strip()}")
+    output = json.loads(done.stdout)
+    log = ClientLog(stopped_by_deadline=output["deadline_reached"])
+    for result in output["results"]:
+        items = payloads[result["index"]].spans
+        log.first_send = min(log.first_send, result["sent"])
+        if result["code"] != "OK":
+            log.errors[result["code"]] += 1
+            log.failed_spans += items
+            continue
+        log.last_ok = max(log.last_ok, result["done"])
+        log.latencies.append(result["done"] - result["sent"])
+        log.acked_spans += items - result["rejected"]
+        log.rejected_spans += result["rejected"]
+    ingest = _merge([log], payloads, output["unsent"], output["cpu_seconds"])
+    retries = sum(result["retries"] for result in output["results"])
+    return dataclasses.replace(ingest, clients=in_flight, retries=retries)
 
 
 def _own_cpu_seconds() -> float:
