@@ -25,12 +25,17 @@ from otel_delta.tables import TABLES, TABLES_OF_SIGNAL
 # from 1.9 s to 0.35 s and lowered peak RSS. mimalloc reads the variable when the module
 # loads; a value set by the user is kept.
 os.environ.setdefault("MIMALLOC_RESERVE_OS_MEMORY", "1GiB")
-# And freed memory stays committed for a second (mimalloc's default: 10 ms) before it is
-# given back: with requests every 100 ms or so, each request's rows otherwise faulted in fresh
-# pages again (py-spy: mi_page_free_list_extend). Collector load, traces, two alternating runs:
-# 101.0k / 116.4k -> 123.2k / 127.4k spans/s stored, 13.0 / 11.1 -> 9.9 / 9.5 us per span,
-# peak RSS under bench/memory.py unchanged (796 -> 819 MiB at 64 clients, within its noise).
-os.environ.setdefault("MIMALLOC_PURGE_DELAY", "1000")
+# And freed memory stays committed for 100 ms (mimalloc's default: 10 ms) before it is given
+# back: with requests every 100 ms or so, each request's rows otherwise faulted in fresh pages
+# again (py-spy: mi_page_free_list_extend). Collector load, traces, two alternating runs, a
+# second against 10 ms: 101.0k / 116.4k -> 123.2k / 127.4k spans/s stored, 13.0 / 11.1 -> 9.9 /
+# 9.5 us per span. But a second kept what a faster load freed: with requests every 35 ms
+# (bench/collector_load.py's Go client, 180 traces requests, the buffer full), peak RSS was
+# 915-997 MiB against `buffer.max_bytes` 512 MiB, 837 MiB at 100 ms and 800 MiB at 0 (which
+# cost 11% of the spans/s). 100 against 1000 ms, two alternating pairs of the 60-request load:
+# 209.5k / 232.3k against 203.3k / 212.8k spans/s, peak RSS 795 / 716 against 809 / 793 MiB;
+# bench/memory.py at 64 clients 357 / 312 / 320 against 312 / 317 / 312 MiB (goal: 364).
+os.environ.setdefault("MIMALLOC_PURGE_DELAY", "100")
 
 try:
     import otel_delta_native
