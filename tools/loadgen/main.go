@@ -122,45 +122,44 @@ type Output struct {
 // rejected reads partial_success.rejected_<items> (field 1 of field 1 in every signal's
 // Export response); 0 when absent.
 func rejected(response []byte) int64 {
-	for len(response) > 0 {
-		number, kind, n := protowire.ConsumeTag(response)
-		if n < 0 {
-			return 0
-		}
-		response = response[n:]
-		if number == 1 && kind == protowire.BytesType {
-			inner, m := protowire.ConsumeBytes(response)
-			if m < 0 {
-				return 0
-			}
-			for len(inner) > 0 {
-				field, fieldKind, k := protowire.ConsumeTag(inner)
-				if k < 0 {
-					return 0
-				}
-				inner = inner[k:]
-				if field == 1 && fieldKind == protowire.VarintType {
-					value, v := protowire.ConsumeVarint(inner)
-					if v < 0 {
-						return 0
-					}
-					return int64(value)
-				}
-				skip := protowire.ConsumeFieldValue(field, fieldKind, inner)
-				if skip < 0 {
-					return 0
-				}
-				inner = inner[skip:]
-			}
-			return 0
-		}
-		skip := protowire.ConsumeFieldValue(number, kind, response)
-		if skip < 0 {
-			return 0
-		}
-		response = response[skip:]
+	partial, ok := field(response, 1, protowire.BytesType)
+	if !ok {
+		return 0
 	}
-	return 0
+	count, ok := field(partial, 1, protowire.VarintType)
+	if !ok {
+		return 0
+	}
+	value, n := protowire.ConsumeVarint(count)
+	if n < 0 {
+		return 0
+	}
+	return int64(value)
+}
+
+// field is the value of the first field `number` of wire type `kind` in a message (the
+// bytes of a length-delimited one, without its length), or false.
+func field(message []byte, number protowire.Number, kind protowire.Type) ([]byte, bool) {
+	for len(message) > 0 {
+		got, gotKind, n := protowire.ConsumeTag(message)
+		if n < 0 {
+			return nil, false
+		}
+		message = message[n:]
+		size := protowire.ConsumeFieldValue(got, gotKind, message)
+		if size < 0 {
+			return nil, false
+		}
+		if got == number && gotKind == kind {
+			if kind == protowire.BytesType {
+				value, _ := protowire.ConsumeBytes(message)
+				return value, true
+			}
+			return message[:size], true
+		}
+		message = message[size:]
+	}
+	return nil, false
 }
 
 func readRequests(path string) ([][]byte, error) {
