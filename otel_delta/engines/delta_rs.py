@@ -22,7 +22,7 @@ from deltalake import (
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from otel_delta.engines.base import rows_rejected
-from otel_delta.engines.commit_log import find_commit
+from otel_delta.engines.commit_log import find_commit, log_entry
 from otel_delta.engines.data_files import (
     added,
     local_filesystem,
@@ -144,7 +144,7 @@ class DeltaRsEngine:
         local = self._local[name]
         if local is None:
             return True
-        entry = f"_delta_log/{table.version() + 1:020d}.json"
+        entry = log_entry(table.version() + 1)
         return local.get_file_info(entry).type != pa_fs.FileType.NotFound
 
     # --- appends ---------------------------------------------------------------------------
