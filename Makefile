@@ -134,7 +134,7 @@ $(TELEMETRYGEN):
 
 # loadgen (tools/loadgen), the Collector-like gRPC client of bench/collector_load.py: requests
 # gzip'd before the run, sent as they are. Built with the machine's Go into the same cache, named
-# by a hash of its sources (bench/common.py finds it there); not needed by the tests.
+# by a hash of its sources (tests/tools.py finds it there); only the bench needs it.
 LOADGEN_SOURCES := tools/loadgen/go.mod tools/loadgen/go.sum tools/loadgen/main.go
 LOADGEN_HASH := $(shell cat $(LOADGEN_SOURCES) 2>/dev/null | sha256sum | cut -c1-12)
 LOADGEN := $(TOOLS_CACHE)/loadgen-$(LOADGEN_HASH)/loadgen

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import hashlib
 import http.client
 import json
 import os
@@ -54,7 +53,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 # every door of a benchmarked bridge on loopback, on ports the OS picks (as in the tests)
 from tests.helpers import LOOPBACK
-from tests.tools import tools_cache
+from tests.tools import loadgen_binary
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -625,20 +624,6 @@ def drive(
     for _, close in senders:
         close()
     return _merge(logs, payloads, work.qsize(), cpu_used)
-
-
-LOADGEN_SOURCES = ("go.mod", "go.sum", "main.go")
-
-
-def loadgen_binary() -> Path:
-    """tools/loadgen as `make loadgen` builds it: in the tools cache, in a folder named by a
-    hash of its sources (as the Makefile names it)."""
-    source = REPO_ROOT / "tools" / "loadgen"
-    digest = hashlib.sha256(b"".join((source / n).read_bytes() for n in LOADGEN_SOURCES))
-    path = tools_cache() / f"loadgen-{digest.hexdigest()[:12]}" / "loadgen"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: run `make loadgen`")
-    return path
 
 
 def drive_precompressed(

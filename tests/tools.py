@@ -59,6 +59,18 @@ def telemetrygen_binary() -> Path:
     return _existing(tools_cache() / f"telemetrygen-{_version()}" / "telemetrygen")
 
 
+def loadgen_binary() -> Path:
+    """tools/loadgen, the Collector-like client of bench/collector_load.py, as `make loadgen`
+    builds it: in a folder named by a hash of its sources (as the Makefile names it). Only the
+    bench needs it, so `make test` does not build it."""
+    source = ROOT / "tools" / "loadgen"
+    sources = b"".join((source / name).read_bytes() for name in ("go.mod", "go.sum", "main.go"))
+    path = tools_cache() / f"loadgen-{hashlib.sha256(sources).hexdigest()[:12]}" / "loadgen"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run `make loadgen`")
+    return path
+
+
 def versitygw_binary() -> Path:
     """versitygw, the S3-compatible server of the tests on S3 (tests/s3.py), that `make s3-server`
     builds (make test does) at the Makefile's path, named by VERSITYGW_VERSION. Missing: an error
