@@ -75,10 +75,8 @@ def versitygw_binary() -> Path:
     """versitygw, the S3-compatible server of the tests on S3 (tests/s3.py), that `make s3-server`
     builds (make test does) at the Makefile's path, named by VERSITYGW_VERSION. Missing: an error
     naming the target, never a skip."""
-    found = re.search(r"^VERSITYGW_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
-    if found is None:
-        raise RuntimeError("no `VERSITYGW_VERSION := ...` line in the Makefile")
-    path = tools_cache() / f"versitygw-{found[1]}" / "versitygw"
+    version = _version("VERSITYGW_VERSION")
+    path = tools_cache() / f"versitygw-{version}" / "versitygw"
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: run `make s3-server` (make test does)")
     return path
@@ -88,10 +86,8 @@ def azurite_blob() -> Path:
     """azurite-blob, the Azure Blob Storage emulator of the tests on Azure (tests/azure/), that
     `make azure-server` installs from the npm registry (make test does) at the Makefile's path,
     named by AZURITE_VERSION. Missing: an error naming the target, never a skip."""
-    found = re.search(r"^AZURITE_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
-    if found is None:
-        raise RuntimeError("no `AZURITE_VERSION := ...` line in the Makefile")
-    path = tools_cache() / f"azurite-{found[1]}" / "node_modules" / ".bin" / "azurite-blob"
+    version = _version("AZURITE_VERSION")
+    path = tools_cache() / f"azurite-{version}" / "node_modules" / ".bin" / "azurite-blob"
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: run `make azure-server` (make test does)")
     return path
@@ -101,10 +97,8 @@ def kafka_libs() -> Path:
     """The jars of Apache Kafka's server (broker and controller, KRaft mode; tests/kafka/) that
     `make kafka` copies from Maven Central (make test does) into the Makefile's folder, named by
     KAFKA_VERSION. Missing: an error naming the target, never a skip."""
-    found = re.search(r"^KAFKA_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
-    if found is None:
-        raise RuntimeError("no `KAFKA_VERSION := ...` line in the Makefile")
-    libs = tools_cache() / f"kafka-{found[1]}" / "libs"
-    if not (libs / f"kafka_2.13-{found[1]}.jar").is_file():
+    version = _version("KAFKA_VERSION")
+    libs = tools_cache() / f"kafka-{version}" / "libs"
+    if not (libs / f"kafka_2.13-{version}.jar").is_file():
         raise FileNotFoundError(f"{libs} is missing: run `make kafka` (make test does)")
     return libs
