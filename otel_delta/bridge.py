@@ -83,7 +83,10 @@ class Bridge:
         self.buffer.start()
         if self.wal is not None:
             buffer = self.buffer
-            self.wal.on_durable = lambda position, tables: buffer.add(tables, position)
+            # rows: the Converted the pipeline logged (pipeline/export.py)
+            self.wal.on_durable = lambda position, rows: buffer.add(
+                rows.tables, position, rows.held
+            )
             await replay(self.wal, decoder, self.buffer, self.engines.lakehouse)
             self.wal.start()
         self.pipeline = ExportPipeline(

@@ -70,7 +70,7 @@ fn import_schema(schema: &Bound<'_, PyAny>) -> PyResult<SchemaRef> {
     Ok(Arc::new(schema))
 }
 
-type Converted = Option<(Vec<(String, ArrowBatch)>, u64, Vec<String>)>;
+type Converted = Option<(Vec<(String, ArrowBatch, usize)>, u64, Vec<String>)>;
 
 /// The schemas of a signal's tables, by table name, as Python hands them over.
 pub type Schemas = [(String, SchemaRef)];
@@ -91,8 +91,10 @@ type ConvertFn = fn(&[u8], &Schemas, usize) -> Result<Outcome, String>;
 /// or "metrics" (the five `metrics_*` tables); `schemas` lists `(table name, schema)` of the
 /// signal's tables. `convert(raw)` returns None when the request must go to the Python
 /// converter (bytes that do not decode, attribute values nested deeper than the native limit,
-/// a message only Python words), else `([(table name, batch)], rejected count, first distinct
-/// rejection messages)` with a batch for each table that got rows.
+/// a message only Python words), else `([(table name, batch, bytes allocated)], rejected count,
+/// first distinct rejection messages)` with a batch for each table that got rows. The bytes
+/// allocated are the capacities of the batch's buffers, which the builders' growth leaves up to
+/// twice their lengths (all pyarrow sees): the buffer's memory bound counts them.
 #[pyclass(frozen)]
 struct Converter {
     convert: ConvertFn,
@@ -129,9 +131,11 @@ impl Converter {
                 for (name, table) in tables {
                     let schema = FFI_ArrowSchema::try_from(table.data_type())
                         .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+                    // the buffers' capacities: what the rows hold in memory until committed
+                    let allocated = table.get_buffer_memory_size();
                     let array = FFI_ArrowArray::new(&table.to_data());
                     let batch = ArrowBatch { exported: Mutex::new(Some((schema, array))) };
-                    batches.push((name.to_string(), batch));
+                    batches.push((name.to_string(), batch, allocated));
                 }
                 Ok(Some((batches, rejected.count, rejected.messages)))
             }

@@ -75,9 +75,10 @@ def _converter(signal: str, tables: tuple[str, ...]) -> NativeConvert:
         # schema= makes pyarrow check each batch has exactly its table's schema
         converted = {
             name: pa.Table.from_batches([pa.record_batch(batch)], schema=schemas[name])
-            for name, batch in batches
+            for name, batch, _ in batches
         }
-        return Converted(converted, Rejections(count, messages))
+        held = {name: allocated for name, _, allocated in batches}
+        return Converted(converted, Rejections(count, messages), held)
 
     return convert
 

@@ -44,7 +44,9 @@ def admit(converted: Converted, partition_by: Sequence[str]) -> Converted:
                 table = _shorten(table, column)
         if table.num_rows:
             tables[name] = table
-    return Converted(tables, rejected)
+    # what the converter allocated stays held until the rows are committed: a filtered or
+    # shortened table keeps the same count (more, never less, than it now holds)
+    return Converted(tables, rejected, converted.held)
 
 
 def _drop_out_of_range(table: pa.Table) -> tuple[pa.Table, int]:

@@ -144,14 +144,15 @@ class ExportPipeline:
             del logged  # the buffer counts the rows from here; the bytes are not kept
             held.shrink(0)
             try:
-                await self.buffer.submit(converted.tables)
+                await self.buffer.submit(converted.tables, converted.held)
             except RowsRejectedError as exc:  # the table refused this request's rows
                 return Rejected(exc, str(exc))
             clock.done("commit")
         else:
             held.shrink(len(logged))  # the bytes as received, until the log has written them
             tables = {name: t for name, t in converted.tables.items() if t.num_rows}
-            await self.wal.append(signal.code, logged, tables, len(tables), encoding)
+            rows = Converted(tables, converted.rejected, converted.held)
+            await self.wal.append(signal.code, logged, rows, len(tables), encoding)
             clock.done("log")
         rows = sum(table.num_rows for table in converted.tables.values())
         ACCEPTED_ITEMS.labels(signal.name).inc(rows)

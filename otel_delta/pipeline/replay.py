@@ -75,7 +75,7 @@ async def replay(
             continue
         report.replayed += 1
         report.rows += sum(t.num_rows for t in tables.values())
-        buffer.add(tables, record.position)
+        buffer.add(tables, record.position, converted.held)
         if buffer.buffered_bytes >= buffer.max_bytes // 2:
             await buffer.flush()  # keep replay inside the memory bound
     if report.records:

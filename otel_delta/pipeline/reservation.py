@@ -18,8 +18,9 @@ from types import TracebackType
 from otel_delta.buffer import GroupCommitBuffer
 
 # Memory per byte of (decompressed) protobuf while a request is converted, its own bytes
-# aside: realistic traces take 2.4x in Arrow (bench payloads, both converters), plus the
-# converter's working memory.
+# aside: realistic traces take 2.4x in Arrow buffers' lengths (bench payloads, both
+# converters) and 3.6x in the capacities the native builders grew to (bench/collector_load.py's
+# traces; what the buffer counts once they are buffered), plus the converter's working memory.
 CONVERSION_BYTES_PER_BYTE = 4
 # What a signal's first requests are expected to be: about a Collector batch of 2,000 spans.
 FIRST_EXPECTED_BYTES = 1024 * 1024

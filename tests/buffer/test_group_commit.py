@@ -198,3 +198,30 @@ def test_wal_mode_retries_a_failed_table_in_order_and_commits_each_record_once(
     assert sorted(read_table(tmp_path, "spans")["name"].to_pylist()) == [
         f"s{i}" for i in range(1, 6)
     ]
+
+
+def test_memory_limit_counts_what_the_rows_hold(tmp_path: Path) -> None:
+    """`held` (a converter's figure for the memory behind a table) is counted when it is more
+    than the table's buffer lengths, and never less than those lengths."""
+    writer = RecordingWriter(Lakehouse(str(tmp_path)))
+    one = spans(1)["spans"].get_total_buffer_size()
+
+    async def scenario() -> None:
+        buffer = make_buffer(writer, max_bytes=one * 10, flush_interval_seconds=60)
+        buffer.start()
+        first = asyncio.create_task(buffer.submit(spans(1), held={"spans": one * 10}))
+        await asyncio.sleep(0)
+        assert buffer.buffered_bytes == one * 10
+        with pytest.raises(BufferFullError):
+            await buffer.submit(spans(2))
+        await buffer.flush()
+        await first
+        assert buffer.buffered_bytes == 0
+        third = asyncio.create_task(buffer.submit(spans(3), held={"spans": 1}))
+        await asyncio.sleep(0)
+        assert buffer.buffered_bytes == spans(3)["spans"].get_total_buffer_size()  # not 1
+        await buffer.close()
+        await third
+
+    asyncio.run(scenario())
+    assert sorted(read_table(tmp_path, "spans")["name"].to_pylist()) == ["s1", "s3"]

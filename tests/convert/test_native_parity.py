@@ -674,3 +674,25 @@ def test_mutated_random_requests_get_the_same_answer(native, signal, kind) -> No
         if original:
             accepted += same_answers_when_mutated(signal, original, 100, 1000 + seed)
     assert accepted > 20  # both paths: refused and converted
+
+
+def test_native_tables_say_what_they_hold(native) -> None:
+    """The buffer's memory bound counts a native table by its buffers' capacities
+    (`Converted.held`): the builders' growth leaves more than pyarrow's lengths show."""
+    rng = random.Random(7)
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    for _ in range(2_000):
+        spans.append(random_span(rng))
+    for kind, raw in [
+        (ExportTraceServiceRequest, request.SerializeToString()),
+        (ExportLogsServiceRequest, corpus.logs_request().SerializeToString()),
+        (ExportMetricsServiceRequest, corpus.metrics_request().SerializeToString()),
+    ]:
+        converted = native(raw, kind)
+        assert converted is not None
+        assert set(converted.held) == set(converted.tables)
+        for name, table in converted.tables.items():
+            assert converted.held[name] >= table.get_total_buffer_size(), name
+    many = native(request.SerializeToString())
+    assert many.held["spans"] > many.tables["spans"].get_total_buffer_size()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_delta.buffer import GroupCommitBuffer
+from otel_delta.convert.native import native_converter
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.errors import (
     BufferFullError,
@@ -21,7 +23,7 @@ from otel_delta.pipeline.body import Body
 from otel_delta.pipeline.reservation import FIRST_EXPECTED_BYTES, RECENT_REQUESTS, RequestSizes
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.status import status_for
-from tests.helpers import read_table
+from tests.helpers import RunningBridge, make_settings, read_table, wait_until
 from tests.test_cli import one_span_request
 
 TRACES = SIGNALS_BY_NAME["traces"]
@@ -167,3 +169,42 @@ def test_expected_request_size_is_the_largest_of_the_recent_ones() -> None:
     for _ in range(RECENT_REQUESTS):
         sizes.observe(TRACES.code, 300)
     assert sizes.expected(TRACES.code) == 300  # the large one is forgotten
+
+
+def many_spans(count: int) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    for i in range(1, count + 1):
+        span = spans.add(
+            trace_id=i.to_bytes(16, "big"),
+            span_id=i.to_bytes(8, "big"),
+            name=f"GET /items/{i}",
+            start_time_unix_nano=1_700_000_000_000_000_000 + i,
+            end_time_unix_nano=1_700_000_000_000_001_000 + i,
+        )
+        span.attributes.add(key="http.route").value.string_value = "/items/{id}"
+        span.attributes.add(key="http.response.status_code").value.int_value = 200
+    return request
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("ack", ["commit", "wal"])
+def test_the_buffer_counts_what_native_rows_hold(tmp_path: Path, ack: str) -> None:
+    """In both ack modes the native converter's figure for a table's memory (its buffers'
+    capacities, `Converted.held`) reaches the buffer's bound, not pyarrow's shorter lengths."""
+    request = many_spans(2_000)
+    convert = native_converter("traces")
+    assert convert is not None, "the native converter is not built"
+    expected = convert(request.SerializeToString())
+    held = expected.held["spans"]
+    assert held > expected.tables["spans"].get_total_buffer_size()
+    bridge = RunningBridge(make_settings(tmp_path / "lake", ack=ack, flush_interval_seconds=30))
+    try:
+        traces, _, _ = bridge.stubs(bridge.channel())
+        future = traces.Export.future(request)
+        wait_until(lambda: bridge.bridge.buffer.buffered_bytes > 0, what="rows buffered")
+        assert bridge.bridge.buffer.buffered_bytes == held
+    finally:
+        bridge.stop()
+    future.result(timeout=30)
+    assert read_table(tmp_path / "lake", "spans").num_rows == 2_000
