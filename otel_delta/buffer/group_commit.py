@@ -119,6 +119,7 @@ class GroupCommitBuffer:
         self._not_before: dict[str, float] = {}  # backoff: next attempt per table
         self._bytes = 0  # buffered + being committed
         self._reserved = 0  # requests admitted and still being decoded and converted
+        self._freed = asyncio.Event()  # set whenever buffered or reserved bytes go down
         self._wake = asyncio.Event()
         self._closing = False
         self._flushed = asyncio.Event()
@@ -161,8 +162,29 @@ class GroupCommitBuffer:
         self.check_capacity(nbytes)
         self._reserved += nbytes
 
+    async def admit(self, nbytes: int) -> None:
+        """`reserve`, waiting up to `retry_after` seconds for the space to free. A full
+        buffer frees space as each commit lands; the client told to retry would wait that long
+        anyway, and its slot would stay idle meanwhile: at a saturating load (bench/
+        collector_load.py) the buffer could drain and the commits stall while clients waited out
+        their delay."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.retry_after
+        while True:
+            try:
+                self.reserve(nbytes)
+                return
+            except BufferFullError:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise
+            self._freed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._freed.wait(), remaining)
+
     def release(self, nbytes: int) -> None:
         self._reserved -= nbytes
+        self._freed.set()
 
     async def submit(
         self, tables: dict[str, pa.Table], held: Mapping[str, int] | None = None
@@ -252,7 +274,7 @@ class GroupCommitBuffer:
         groups = self._due()
         loop = asyncio.get_running_loop()
         commits = [
-            loop.run_in_executor(self._pool, self._commit_groups, name, pendings)
+            loop.run_in_executor(self._pool, self._commit_groups, name, pendings, loop)
             for name, pendings in groups.items()
         ]
         retry: list[tuple[str, _Pending]] = []
@@ -261,8 +283,8 @@ class GroupCommitBuffer:
         ):
             for index, (pending, outcome) in enumerate(zip(pendings, outcomes, strict=True)):
                 if isinstance(outcome, int):
-                    self._committed(name, pending, outcome)
-                elif self.app_id is not None:  # WAL mode: this and every later group wait
+                    continue  # answered as it landed (`_commit_groups`)
+                if self.app_id is not None:  # WAL mode: this and every later group wait
                     retry.extend((name, p) for p in pendings[index:])
                     self._failed(name, outcome, held=len(pendings) - index)
                     break
@@ -278,9 +300,13 @@ class GroupCommitBuffer:
             log.warning("%d group(s) left in the write-ahead log for the next start", len(retry))
         else:
             self._sealed = retry + self._sealed
+        self._freed.set()
 
     def _committed(self, name: str, pending: _Pending, commits: int) -> None:
+        # the rows go with the count: the flush still holds its groups until its last commit
+        pending.batches.clear()
         self._bytes -= pending.nbytes
+        self._freed.set()
         self.stats.commits += commits
         self.stats.rows += pending.rows
         if self._failures.pop(name, 0):
@@ -305,15 +331,21 @@ class GroupCommitBuffer:
             error,
         )
 
-    def _commit_groups(self, name: str, pendings: list[_Pending]) -> list[Exception | int]:
+    def _commit_groups(
+        self, name: str, pendings: list[_Pending], loop: asyncio.AbstractEventLoop
+    ) -> list[Exception | int]:
         """One table's groups, one after another (a table takes one commit at a time); per
         group, the error or the number of commits it took. In WAL mode the first failure
-        stops the table's run: later groups must not commit before it."""
+        stops the table's run: later groups must not commit before it. A group that landed is
+        answered on the loop at once (its senders, the log, the memory it held), not after the
+        table's last group: a flush after a busy interval holds several."""
         outcomes: list[Exception | int] = []
         for pending in pendings:
             started = time.monotonic()
             try:
-                outcomes.append(self._commit(name, pending))
+                commits = self._commit(name, pending)
+                loop.call_soon_threadsafe(self._committed, name, pending, commits)
+                outcomes.append(commits)
             except Exception as exc:  # answered to this group's senders (or retried)
                 COMMIT_FAILURES.labels(name).inc()
                 self._failing_since.setdefault(name, started)

@@ -106,7 +106,7 @@ class ExportPipeline:
         the bytes to log (as received) with their encoding, and the rows."""
         if self.wal is not None:  # full already: answer before the body is even read
             self.wal.check_capacity()
-        held.request(self.sizes.expected(signal.code))
+        await held.request(self.sizes.expected(signal.code))
         try:
             request = body if isinstance(body, Body) else await body()
         except OtelDeltaError as exc:
@@ -123,7 +123,7 @@ class ExportPipeline:
         if self.wal is not None:
             self.wal.check_capacity(len(request.logged))
         # its real size: refuse before spending CPU on decoding
-        held.request(len(raw), request.size - len(raw))
+        await held.request(len(raw), request.size - len(raw))
         converted = await self._convert(signal, raw)
         if not isinstance(converted, Converted):
             return converted

@@ -61,13 +61,14 @@ class Reservation:
     ) -> None:
         self.shrink(0)
 
-    def request(self, request_bytes: int, received_bytes: int = 0) -> None:
+    async def request(self, request_bytes: int, received_bytes: int = 0) -> None:
         """Hold what a request of `request_bytes` of protobuf needs while it is received and
-        converted, plus `received_bytes` kept beside it (its compressed bytes, for the log);
-        BufferFullError (holding nothing) if that does not fit beside everything else."""
+        converted, plus `received_bytes` kept beside it (its compressed bytes, for the log),
+        once that fits beside everything else (`GroupCommitBuffer.admit`: waiting up to the
+        retry delay); BufferFullError, holding nothing, if it does not by then."""
         self.shrink(0)
         needed = request_bytes * (1 + CONVERSION_BYTES_PER_BYTE) + received_bytes
-        self.buffer.reserve(needed)
+        await self.buffer.admit(needed)
         self.bytes = needed
 
     def shrink(self, nbytes: int) -> None:

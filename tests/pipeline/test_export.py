@@ -29,14 +29,22 @@ from tests.test_cli import one_span_request
 TRACES = SIGNALS_BY_NAME["traces"]
 
 
-def run(tmp_path: Path, scenario, *, max_bytes: int = 1 << 30, max_request_bytes: int = 1 << 20):
+def run(
+    tmp_path: Path,
+    scenario,
+    *,
+    max_bytes: int = 1 << 30,
+    max_request_bytes: int = 1 << 20,
+    flush_interval: float = 0.05,
+    retry_after: float = 0.5,
+):
     async def main():
         buffer = GroupCommitBuffer(
             DeltaRsEngine(Lakehouse(str(tmp_path))),
-            flush_interval_seconds=0.05,
+            flush_interval_seconds=flush_interval,
             max_rows=10_000,
             max_bytes=max_bytes,
-            retry_after_seconds=2.5,
+            retry_after_seconds=retry_after,
         )
         buffer.start()
         pipeline = ExportPipeline(buffer, Decoder(0), max_request_bytes)
@@ -91,25 +99,52 @@ def test_undecodable_and_oversized_requests_are_rejected(tmp_path: Path) -> None
 
 
 def test_full_buffer_and_shutdown_are_retryable_with_the_delay(tmp_path: Path) -> None:
+    """A request that still does not fit once it has waited the retry delay gets it."""
+
     async def scenario(pipeline, buffer):
         first = asyncio.create_task(
             pipeline.export(TRACES, Body(one_span_request(1).SerializeToString()))
         )
         while buffer.buffered_bytes == 0:
             await asyncio.sleep(0.001)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         full = await pipeline.export(TRACES, Body(one_span_request(2).SerializeToString()))
-        await first
+        waited = loop.time() - started
         closing = asyncio.create_task(buffer.close())
         await asyncio.sleep(0)
         stopping = await pipeline.export(TRACES, Body(one_span_request(3).SerializeToString()))
         await closing
-        return full, stopping
+        await first
+        return full, waited, stopping
 
-    full, stopping = run(tmp_path, scenario, max_bytes=1)
+    # the first request's rows stay buffered (the interval is long) until the buffer closes
+    full, waited, stopping = run(
+        tmp_path, scenario, max_bytes=1, flush_interval=60, retry_after=0.3
+    )
     assert isinstance(full, Retryable) and isinstance(full.error, BufferFullError)
-    assert full.retry_after == 2.5 and status_for(full.error).retryable
+    assert full.retry_after == 0.3 and status_for(full.error).retryable
+    assert waited >= 0.3
     assert isinstance(stopping, Retryable) and isinstance(stopping.error, ShuttingDownError)
     assert read_table(tmp_path, "spans")["name"].to_pylist() == ["s1"]
+
+
+def test_a_request_waits_for_a_commit_to_free_space(tmp_path: Path) -> None:
+    """A full buffer holds a request back until a commit frees space, up to the retry delay,
+    rather than answering at once: the client would wait that long anyway."""
+
+    async def scenario(pipeline, buffer):
+        first = asyncio.create_task(
+            pipeline.export(TRACES, Body(one_span_request(1).SerializeToString()))
+        )
+        while buffer.buffered_bytes == 0:
+            await asyncio.sleep(0.001)
+        second = await pipeline.export(TRACES, Body(one_span_request(2).SerializeToString()))
+        return await first, second
+
+    first, second = run(tmp_path, scenario, max_bytes=1, flush_interval=0.2, retry_after=30)
+    assert isinstance(first, Accepted) and isinstance(second, Accepted)
+    assert sorted(read_table(tmp_path, "spans")["name"].to_pylist()) == ["s1", "s2"]
 
 
 def test_requests_being_converted_count_against_the_memory_bound(tmp_path: Path) -> None:

@@ -198,7 +198,7 @@ def test_compressed_requests_are_accepted(bridge, lakehouse, compression) -> Non
 
 
 def test_full_buffer_answers_unavailable_with_retry_info(lakehouse) -> None:
-    with running_bridge(lakehouse, flush_interval_seconds=2.0, max_bytes=1) as bridge:
+    with running_bridge(lakehouse, flush_interval_seconds=5.0, max_bytes=1) as bridge:
         traces, _, _ = bridge.stubs(bridge.channel())
         first = traces.Export.future(trace_request(span("first")))
         deadline = time.monotonic() + 10

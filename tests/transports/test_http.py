@@ -223,10 +223,11 @@ def test_over_the_limit_is_413_compressed_or_not(tmp_path) -> None:
 
 
 def test_overload_is_503_with_retry_after(tmp_path) -> None:
-    """While one request's rows wait for a (slow) commit, the full buffer refuses the next."""
+    """While one request's rows wait for a (slow) commit, the full buffer refuses the next once
+    it has waited the retry delay for space."""
     lakehouse = tmp_path / "lake"
     bridge = RunningBridge(
-        make_settings(lakehouse, flush_interval_seconds=3.0, max_bytes=1024, retry_after_seconds=2)
+        make_settings(lakehouse, flush_interval_seconds=8.0, max_bytes=1024, retry_after_seconds=2)
     )
     try:
         body = corpus.trace_request().SerializeToString()
