@@ -148,13 +148,17 @@ class GroupCommitBuffer:
         new request will need; a request alone is always let in (it could never fit later)."""
         if self._closing:
             raise ShuttingDownError("otel-delta is shutting down")
-        used = self._bytes + self._reserved
-        if used >= self.max_bytes or (used and used + incoming > self.max_bytes):
+        if self._full(incoming):
+            used = self._bytes + self._reserved
             raise BufferFullError(
                 f"ingest buffer full ({used} of {self.max_bytes} bytes buffered or being "
                 "converted); retry later",
                 self.retry_after,
             )
+
+    def _full(self, incoming: int) -> bool:
+        used = self._bytes + self._reserved
+        return used >= self.max_bytes or bool(used and used + incoming > self.max_bytes)
 
     def reserve(self, nbytes: int) -> None:
         """Admit a request that will need about `nbytes` while it is decoded and converted
@@ -170,17 +174,15 @@ class GroupCommitBuffer:
         their delay."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_after
-        while True:
-            try:
-                self.reserve(nbytes)
-                return
-            except BufferFullError:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise
+        # every commit wakes every waiter: each checks without raising until its time is up
+        while not self._closing and self._full(nbytes):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
             self._freed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._freed.wait(), remaining)
+        self.reserve(nbytes)
 
     def release(self, nbytes: int) -> None:
         self._reserved -= nbytes
