@@ -143,12 +143,13 @@ class GroupCommitBuffer:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="flusher")
 
-    def check_capacity(self, incoming: int = 0) -> None:
+    def check_capacity(self, incoming: int = 0, held: int = 0) -> None:
         """Refuse new work early (before decoding) when full or stopping. `incoming`: what the
-        new request will need; a request alone is always let in (it could never fit later)."""
+        new request will need beyond the `held` bytes it already counts in; a request alone
+        is always let in (it could never fit later)."""
         if self._closing:
             raise ShuttingDownError("otel-delta is shutting down")
-        if self._full(incoming):
+        if self._full(incoming, held):
             used = self._bytes + self._reserved
             raise BufferFullError(
                 f"ingest buffer full ({used} of {self.max_bytes} bytes buffered or being "
@@ -156,17 +157,20 @@ class GroupCommitBuffer:
                 self.retry_after,
             )
 
-    def _full(self, incoming: int) -> bool:
+    def _full(self, incoming: int, held: int = 0) -> bool:
         used = self._bytes + self._reserved
-        return used >= self.max_bytes or bool(used and used + incoming > self.max_bytes)
+        if used == held:  # the asker's own bytes only
+            return False
+        return used >= self.max_bytes or used + incoming > self.max_bytes
 
-    def reserve(self, nbytes: int) -> None:
-        """Admit a request that will need about `nbytes` while it is decoded and converted
-        (BufferFullError if that does not fit); `release` it once its rows are buffered."""
-        self.check_capacity(nbytes)
+    def reserve(self, nbytes: int, held: int = 0) -> None:
+        """Admit a request that will need about `nbytes` more than the `held` bytes it holds
+        already while it is decoded and converted (BufferFullError if that does not fit);
+        `release` it once its rows are buffered."""
+        self.check_capacity(nbytes, held)
         self._reserved += nbytes
 
-    async def admit(self, nbytes: int) -> None:
+    async def admit(self, nbytes: int, held: int = 0) -> None:
         """`reserve`, waiting up to `retry_after` seconds for the space to free. A full
         buffer frees space as each commit lands; the client told to retry would wait that long
         anyway, and its slot would stay idle meanwhile: at a saturating load (bench/
@@ -175,14 +179,14 @@ class GroupCommitBuffer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_after
         # every commit wakes every waiter: each checks without raising until its time is up
-        while not self._closing and self._full(nbytes):
+        while not self._closing and self._full(nbytes, held):
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
             self._freed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._freed.wait(), remaining)
-        self.reserve(nbytes)
+        self.reserve(nbytes, held)
 
     def release(self, nbytes: int) -> None:
         self._reserved -= nbytes

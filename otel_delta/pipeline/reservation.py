@@ -65,10 +65,13 @@ class Reservation:
         """Hold what a request of `request_bytes` of protobuf needs while it is received and
         converted, plus `received_bytes` kept beside it (its compressed bytes, for the log),
         once that fits beside everything else (`GroupCommitBuffer.admit`: waiting up to the
-        retry delay); BufferFullError, holding nothing, if it does not by then."""
-        self.shrink(0)
+        retry delay); BufferFullError if it does not by then. What it held already stays
+        held meanwhile: the body read under it is in memory while it waits."""
         needed = request_bytes * (1 + CONVERSION_BYTES_PER_BYTE) + received_bytes
-        await self.buffer.admit(needed)
+        if needed <= self.bytes:
+            self.shrink(needed)
+            return
+        await self.buffer.admit(needed - self.bytes, held=self.bytes)
         self.bytes = needed
 
     def shrink(self, nbytes: int) -> None:

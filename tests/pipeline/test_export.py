@@ -20,7 +20,12 @@ from otel_delta.errors import (
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.pipeline import Accepted, Decoder, ExportPipeline, Rejected, Retryable
 from otel_delta.pipeline.body import Body
-from otel_delta.pipeline.reservation import FIRST_EXPECTED_BYTES, RECENT_REQUESTS, RequestSizes
+from otel_delta.pipeline.reservation import (
+    FIRST_EXPECTED_BYTES,
+    RECENT_REQUESTS,
+    RequestSizes,
+    Reservation,
+)
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.status import status_for
 from tests.helpers import RunningBridge, make_settings, read_table, wait_until
@@ -243,3 +248,27 @@ def test_the_buffer_counts_what_native_rows_hold(tmp_path: Path, ack: str) -> No
         bridge.stop()
     future.result(timeout=30)
     assert read_table(tmp_path / "lake", "spans").num_rows == 2_000
+
+
+def test_a_reservation_keeps_what_it_holds_while_it_waits_for_more(tmp_path: Path) -> None:
+    """A request whose body turns out larger than expected asks for the difference; what it
+    held stays counted while it waits (its body is in memory), and alone it is let in."""
+
+    async def scenario(pipeline, buffer):
+        with Reservation(buffer) as held:
+            await held.request(100)  # 500 bytes
+            buffer.reserve(400)  # another request, being converted: 900 of 1,000
+            growing = asyncio.create_task(held.request(150))  # 750: 250 more
+            await asyncio.sleep(0.05)
+            waiting = (growing.done(), buffer.reserved_bytes)
+            buffer.release(400)
+            await growing
+            grown = buffer.reserved_bytes
+            await held.request(1_000)  # 5,000: over the bound, but alone
+            alone = buffer.reserved_bytes
+            await held.request(10)  # less: no waiting, the rest given back
+            return waiting, grown, alone, buffer.reserved_bytes
+
+    waiting, grown, alone, shrunk = run(tmp_path, scenario, max_bytes=1_000, retry_after=30)
+    assert waiting == (False, 900)
+    assert (grown, alone, shrunk) == (750, 5_000, 50)
