@@ -380,7 +380,12 @@ class ServerRun:
 
 
 def _load(
-    server: ChildProcess, port: int, signal: str, payloads: Sequence[Payload], args
+    server: ChildProcess,
+    port: int,
+    signal: str,
+    payloads: Sequence[Payload],
+    gzipped: Sequence[bytes],
+    args,
 ) -> tuple[Ingest, float]:
     """The collector-like load: `in_flight` requests at a time on one gRPC connection, gzip'd.
     `--client loadgen`: compressed before the run and sent as they are (tools/loadgen);
@@ -392,7 +397,7 @@ def _load(
     if args.client == "loadgen":
         cpu_before = server.cpu_seconds()
         ingest = drive_precompressed(
-            port, method, payloads, args.in_flight, args.max_seconds, interval
+            port, method, payloads, gzipped, args.in_flight, args.max_seconds, interval
         )
         return ingest, cpu_before
     send, close = grpc_sender(port, method=method, compression=grpc.Compression.Gzip)
@@ -422,7 +427,9 @@ def _stop(server: ChildProcess, cpu_before: float) -> tuple[int, float, float]:
     return code, seconds, max(life - cpu_before, 0.0)
 
 
-def run_bridge(signal: str, payloads: Sequence[Payload], args) -> ServerRun:
+def run_bridge(
+    signal: str, payloads: Sequence[Payload], gzipped: Sequence[bytes], args
+) -> ServerRun:
     tables = SIGNALS_BY_NAME[signal].tables
     with workdir() as path:
         server = BridgeProcess(
@@ -430,7 +437,7 @@ def run_bridge(signal: str, payloads: Sequence[Payload], args) -> ServerRun:
         )
         try:
             port = server.wait_for_port()
-            ingest, cpu_before = _load(server, port, signal, payloads, args)
+            ingest, cpu_before = _load(server, port, signal, payloads, gzipped, args)
             stages = export_stages(server.admin_port)
         except BaseException:
             server.kill()
@@ -502,7 +509,7 @@ def count_file_items(signal: str, out: Path) -> tuple[int, int, int]:
     return items, bad, size
 
 
-def run_peer(signal: str, payloads: Sequence[Payload], args) -> ServerRun:
+def run_peer(signal: str, payloads: Sequence[Payload], gzipped: Sequence[bytes], args) -> ServerRun:
     with workdir("otel-delta-bench-otelcol-") as path:
         out = path / "out"
         out.mkdir()
@@ -510,7 +517,7 @@ def run_peer(signal: str, payloads: Sequence[Payload], args) -> ServerRun:
         server = CollectorProcess(path, file_peer_config(signal, port, out))
         try:
             server.wait_for_port(port)
-            ingest, cpu_before = _load(server, port, signal, payloads, args)
+            ingest, cpu_before = _load(server, port, signal, payloads, gzipped, args)
         except BaseException:
             server.kill()
             raise
@@ -819,8 +826,8 @@ def run_signal(signal: str, args) -> SignalResult:
     build_seconds = time.perf_counter() - started
     print(f"{signal}: {len(payloads)} requests built in {build_seconds:.1f} s", file=sys.stderr)
     limit = run_signal_limit(signal, compressed)
-    bridge = run_bridge(signal, payloads, args)
-    peer = None if args.no_collector else run_peer(signal, payloads, args)
+    bridge = run_bridge(signal, payloads, compressed, args)
+    peer = None if args.no_collector else run_peer(signal, payloads, compressed, args)
     return SignalResult(
         signal=signal,
         requests=len(payloads),
