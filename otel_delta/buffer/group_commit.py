@@ -175,9 +175,15 @@ class GroupCommitBuffer:
         buffer frees space as each commit lands; the client told to retry would wait that long
         anyway, and its slot would stay idle meanwhile: at a saturating load (bench/
         collector_load.py) the buffer could drain and the commits stall while clients waited out
-        their delay."""
+        their delay. A request that has to wait starts a flush."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_after
+        if self._full(nbytes, held):
+            # the open groups are committed now, not at the interval: rows can fill the bound
+            # long before a group reaches `max_rows` (large spans), and the commit thread would
+            # idle meanwhile (bench/collector_load.py). Once per request: a table in backoff
+            # commits nothing, and a wake per freeing would spin.
+            self._wake.set()
         # every commit wakes every waiter: each checks without raising until its time is up
         while not self._closing and self._full(nbytes, held):
             remaining = deadline - loop.time()

@@ -28,7 +28,7 @@ from otel_delta.pipeline.reservation import (
 )
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.status import status_for
-from tests.helpers import RunningBridge, make_settings, read_table, wait_until
+from tests.helpers import RunningBridge, make_settings, read_table, table_exists, wait_until
 from tests.test_cli import one_span_request
 
 TRACES = SIGNALS_BY_NAME["traces"]
@@ -107,23 +107,18 @@ def test_full_buffer_and_shutdown_are_retryable_with_the_delay(tmp_path: Path) -
     """A request that still does not fit once it has waited the retry delay gets it."""
 
     async def scenario(pipeline, buffer):
-        first = asyncio.create_task(
-            pipeline.export(TRACES, Body(one_span_request(1).SerializeToString()))
-        )
-        while buffer.buffered_bytes == 0:
-            await asyncio.sleep(0.001)
+        buffer.reserve(1)  # another request, still being converted, fills the buffer
         loop = asyncio.get_running_loop()
         started = loop.time()
         full = await pipeline.export(TRACES, Body(one_span_request(2).SerializeToString()))
         waited = loop.time() - started
+        buffer.release(1)
         closing = asyncio.create_task(buffer.close())
         await asyncio.sleep(0)
         stopping = await pipeline.export(TRACES, Body(one_span_request(3).SerializeToString()))
         await closing
-        await first
         return full, waited, stopping
 
-    # the first request's rows stay buffered (the interval is long) until the buffer closes
     full, waited, stopping = run(
         tmp_path, scenario, max_bytes=1, flush_interval=60, retry_after=0.3
     )
@@ -131,7 +126,7 @@ def test_full_buffer_and_shutdown_are_retryable_with_the_delay(tmp_path: Path) -
     assert full.retry_after == 0.3 and status_for(full.error).retryable
     assert waited >= 0.3
     assert isinstance(stopping, Retryable) and isinstance(stopping.error, ShuttingDownError)
-    assert read_table(tmp_path, "spans")["name"].to_pylist() == ["s1"]
+    assert not table_exists(tmp_path, "spans")  # neither request was stored
 
 
 def test_a_request_waits_for_a_commit_to_free_space(tmp_path: Path) -> None:
@@ -148,6 +143,26 @@ def test_a_request_waits_for_a_commit_to_free_space(tmp_path: Path) -> None:
         return await first, second
 
     first, second = run(tmp_path, scenario, max_bytes=1, flush_interval=0.2, retry_after=30)
+    assert isinstance(first, Accepted) and isinstance(second, Accepted)
+    assert sorted(read_table(tmp_path, "spans")["name"].to_pylist()) == ["s1", "s2"]
+
+
+def test_a_full_buffer_commits_its_open_groups_at_once(tmp_path: Path) -> None:
+    """A request that finds the buffer full has the open groups committed now, not at the
+    next flush interval: rows can fill the memory bound long before a group fills its rows
+    (large spans), and nothing else would free the space until the interval."""
+
+    async def scenario(pipeline, buffer):
+        first = asyncio.create_task(
+            pipeline.export(TRACES, Body(one_span_request(1).SerializeToString()))
+        )
+        while buffer.buffered_bytes == 0:
+            await asyncio.sleep(0.001)
+        second = await pipeline.export(TRACES, Body(one_span_request(2).SerializeToString()))
+        return await first, second
+
+    # before the interval (1 s), a waiting request would be refused (after 0.5 s)
+    first, second = run(tmp_path, scenario, max_bytes=1, flush_interval=1.0, retry_after=0.5)
     assert isinstance(first, Accepted) and isinstance(second, Accepted)
     assert sorted(read_table(tmp_path, "spans")["name"].to_pylist()) == ["s1", "s2"]
 

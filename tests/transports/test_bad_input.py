@@ -198,12 +198,15 @@ def test_compressed_requests_are_accepted(bridge, lakehouse, compression) -> Non
 
 
 def test_full_buffer_answers_unavailable_with_retry_info(lakehouse) -> None:
-    with running_bridge(lakehouse, flush_interval_seconds=5.0, max_bytes=1) as bridge:
+    """While the table cannot be committed to, acked rows stay buffered for their retry; a
+    request that finds the buffer full waits the retry delay for space, then is answered
+    UNAVAILABLE with RetryInfo. The acked rows land once the table can be written again."""
+    bridge = RunningBridge(make_settings(lakehouse, ack="wal", max_bytes=1))
+    try:
+        blocker = lakehouse / "spans"  # a file where the spans table should be
+        blocker.write_text("not a table")
         traces, _, _ = bridge.stubs(bridge.channel())
-        first = traces.Export.future(trace_request(span("first")))
-        deadline = time.monotonic() + 10
-        while bridge.bridge.buffer.buffered_bytes == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        traces.Export(trace_request(span("first")))  # durable in the write-ahead log: OK
         with pytest.raises(grpc.RpcError) as err:
             traces.Export(trace_request(span("refused")))
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -211,8 +214,15 @@ def test_full_buffer_answers_unavailable_with_retry_info(lakehouse) -> None:
         info = RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"])
         assert info.retry_delay.seconds == 1
         assert "grpc-status-details-bin" in trailers
-        first.result(timeout=10)  # the first request is still committed
+        blocker.unlink()
+        deadline = time.monotonic() + 30  # the commit's backoff: 2 s, then 4 s
+        while time.monotonic() < deadline and not (
+            table_exists(lakehouse, "spans") and read_table(lakehouse, "spans").num_rows
+        ):
+            time.sleep(0.1)
         assert read_table(lakehouse, "spans")["name"].to_pylist() == ["first"]
+    finally:
+        bridge.stop()
 
 
 def test_failed_commit_answers_unavailable(lakehouse) -> None:
