@@ -28,7 +28,7 @@ server CPU per item (from the first send to its exit), Export p50/p99, peak RSS 
 process tree, bytes on disk per item. Run from the repository root:
 
     .venv/bin/python -m bench.collector_load --quick          # smoke run, well under 2 min
-    .venv/bin/python -m bench.collector_load                  # 60 requests of 8,192 per signal
+    .venv/bin/python -m bench.collector_load                  # 180 requests of 8,192 per signal
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ SIGNAL_NAMES = ("traces", "logs", "metrics")
 GZIP_LEVEL = 6  # zlib's default, which gRPC's gzip and Go's compress/gzip use too
 COLLECTOR_START_SECONDS = 60.0
 QUICK = {"requests": 4, "items_per_request": 2048, "e2e_traces": 1500}
-DEFAULTS = {"requests": 60, "items_per_request": 8192, "e2e_traces": 50_000}
+DEFAULTS = {"requests": 180, "items_per_request": 8192, "e2e_traces": 50_000}
 
 # --------------------------------------------------------------------------- workload: logs
 
