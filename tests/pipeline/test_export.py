@@ -129,20 +129,23 @@ def test_full_buffer_and_shutdown_are_retryable_with_the_delay(tmp_path: Path) -
     assert not table_exists(tmp_path, "spans")  # neither request was stored
 
 
+async def _second_behind_a_buffered_first(pipeline, buffer):
+    """Export one span, and once its rows are buffered (the buffer is then full), another."""
+    first = asyncio.create_task(
+        pipeline.export(TRACES, Body(one_span_request(1).SerializeToString()))
+    )
+    while buffer.buffered_bytes == 0:
+        await asyncio.sleep(0.001)
+    second = await pipeline.export(TRACES, Body(one_span_request(2).SerializeToString()))
+    return await first, second
+
+
 def test_a_request_waits_for_a_commit_to_free_space(tmp_path: Path) -> None:
     """A full buffer holds a request back until a commit frees space, up to the retry delay,
     rather than answering at once: the client would wait that long anyway."""
-
-    async def scenario(pipeline, buffer):
-        first = asyncio.create_task(
-            pipeline.export(TRACES, Body(one_span_request(1).SerializeToString()))
-        )
-        while buffer.buffered_bytes == 0:
-            await asyncio.sleep(0.001)
-        second = await pipeline.export(TRACES, Body(one_span_request(2).SerializeToString()))
-        return await first, second
-
-    first, second = run(tmp_path, scenario, max_bytes=1, flush_interval=0.2, retry_after=30)
+    first, second = run(
+        tmp_path, _second_behind_a_buffered_first, max_bytes=1, flush_interval=0.2, retry_after=30
+    )
     assert isinstance(first, Accepted) and isinstance(second, Accepted)
     assert sorted(read_table(tmp_path, "spans")["name"].to_pylist()) == ["s1", "s2"]
 
@@ -151,18 +154,10 @@ def test_a_full_buffer_commits_its_open_groups_at_once(tmp_path: Path) -> None:
     """A request that finds the buffer full has the open groups committed now, not at the
     next flush interval: rows can fill the memory bound long before a group fills its rows
     (large spans), and nothing else would free the space until the interval."""
-
-    async def scenario(pipeline, buffer):
-        first = asyncio.create_task(
-            pipeline.export(TRACES, Body(one_span_request(1).SerializeToString()))
-        )
-        while buffer.buffered_bytes == 0:
-            await asyncio.sleep(0.001)
-        second = await pipeline.export(TRACES, Body(one_span_request(2).SerializeToString()))
-        return await first, second
-
-    # before the interval (1 s), a waiting request would be refused (after 0.5 s)
-    first, second = run(tmp_path, scenario, max_bytes=1, flush_interval=1.0, retry_after=0.5)
+    # waiting for the interval (1 s), the second request would be refused (after 0.5 s)
+    first, second = run(
+        tmp_path, _second_behind_a_buffered_first, max_bytes=1, flush_interval=1.0, retry_after=0.5
+    )
     assert isinstance(first, Accepted) and isinstance(second, Accepted)
     assert sorted(read_table(tmp_path, "spans")["name"].to_pylist()) == ["s1", "s2"]
 
