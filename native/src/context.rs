@@ -1,10 +1,10 @@
 //! Resource and scope columns (otel_delta/convert/context.py): each resource and scope is
 //! encoded once when entered, then repeated on every row that belongs to it.
-use arrow_array::builder::{ArrayBuilder, StringBuilder};
+use arrow_array::builder::ArrayBuilder;
 use arrow_schema::Fields;
 
 use crate::anyvalue::{encode, Fallback};
-use crate::columns::{field_type, int64, list, strings, struct_fields, AttributeColumns, Columns, EncodedAttributes};
+use crate::columns::{field_type, int64, list, strings, struct_fields, AttributeColumns, Columns, EncodedAttributes, Strings};
 use crate::otlp::opentelemetry::proto::common::v1::{EntityRef, InstrumentationScope};
 use crate::otlp::opentelemetry::proto::resource::v1::Resource;
 use crate::wire;
@@ -46,12 +46,12 @@ fn service_name(resource: &Resource) -> Result<String, Fallback> {
 
 struct StringLists {
     offsets: Vec<i32>,
-    values: StringBuilder,
+    values: Strings,
 }
 
 impl StringLists {
     fn new() -> Self {
-        Self { offsets: vec![0], values: StringBuilder::new() }
+        Self { offsets: vec![0], values: Strings::default() }
     }
 
     fn append(&mut self, items: &[String]) {
@@ -66,20 +66,20 @@ impl StringLists {
 pub struct RowContext {
     resource: EncodedResource,
     scope: EncodedScope,
-    service_name: StringBuilder,
+    service_name: Strings,
     resource_attributes: AttributeColumns,
     resource_dropped: Vec<i64>,
     entity_offsets: Vec<i32>,
-    entity_schema_url: StringBuilder,
-    entity_type: StringBuilder,
+    entity_schema_url: Strings,
+    entity_type: Strings,
     entity_id_keys: StringLists,
     entity_description_keys: StringLists,
-    resource_schema_url: StringBuilder,
-    scope_name: StringBuilder,
-    scope_version: StringBuilder,
+    resource_schema_url: Strings,
+    scope_name: Strings,
+    scope_version: Strings,
     scope_attributes: AttributeColumns,
     scope_dropped: Vec<i64>,
-    scope_schema_url: StringBuilder,
+    scope_schema_url: Strings,
 }
 
 impl Default for RowContext {
@@ -87,25 +87,40 @@ impl Default for RowContext {
         Self {
             resource: EncodedResource::default(),
             scope: EncodedScope::default(),
-            service_name: StringBuilder::new(),
+            service_name: Strings::default(),
             resource_attributes: AttributeColumns::default(),
             resource_dropped: Vec::new(),
             entity_offsets: vec![0],
-            entity_schema_url: StringBuilder::new(),
-            entity_type: StringBuilder::new(),
+            entity_schema_url: Strings::default(),
+            entity_type: Strings::default(),
             entity_id_keys: StringLists::new(),
             entity_description_keys: StringLists::new(),
-            resource_schema_url: StringBuilder::new(),
-            scope_name: StringBuilder::new(),
-            scope_version: StringBuilder::new(),
+            resource_schema_url: Strings::default(),
+            scope_name: Strings::default(),
+            scope_version: Strings::default(),
             scope_attributes: AttributeColumns::default(),
             scope_dropped: Vec::new(),
-            scope_schema_url: StringBuilder::new(),
+            scope_schema_url: Strings::default(),
         }
     }
 }
 
 impl RowContext {
+    /// Builders `Strings::sized` as the table `name`'s parts 0-4 and 10-17 were: these columns
+    /// repeat the resource and scope on every row, so they are among the largest.
+    pub fn sized(name: &'static str) -> Self {
+        Self {
+            service_name: Strings::sized(name, 0),
+            resource_attributes: AttributeColumns::sized(name, 10),
+            resource_schema_url: Strings::sized(name, 1),
+            scope_name: Strings::sized(name, 2),
+            scope_version: Strings::sized(name, 3),
+            scope_attributes: AttributeColumns::sized(name, 14),
+            scope_schema_url: Strings::sized(name, 4),
+            ..Self::default()
+        }
+    }
+
     pub fn enter_resource(&mut self, resource: Option<&Resource>, schema_url: &str) -> Result<(), Fallback> {
         let default = Resource::default();
         let resource = resource.unwrap_or(&default);

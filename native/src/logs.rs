@@ -1,10 +1,9 @@
 //! ExportLogsServiceRequest bytes → the `logs` table (otel_delta/convert/logs.py).
-use arrow_array::builder::StringBuilder;
 
 use crate::anyvalue::{encode_wire, Encoded, Fallback};
 use crate::columns::{
     check_attributes, hex, id_error, int32, int64, strings, timestamp_and_date, AttributeColumns,
-    Columns, Rejections, SPAN_ID_BYTES, TRACE_ID_BYTES,
+    Columns, Rejections, Strings, SPAN_ID_BYTES, TRACE_ID_BYTES,
 };
 use crate::context::RowContext;
 use crate::wire;
@@ -75,12 +74,12 @@ struct LogColumns {
     observed: Vec<i64>,
     effective: Vec<i64>,
     severity_number: Vec<i32>,
-    severity_text: StringBuilder,
-    body: StringBuilder,
-    body_type: StringBuilder,
-    event_name: StringBuilder,
-    trace_id: StringBuilder,
-    span_id: StringBuilder,
+    severity_text: Strings,
+    body: Strings,
+    body_type: Strings,
+    event_name: Strings,
+    trace_id: Strings,
+    span_id: Strings,
     flags: Vec<i64>,
     attributes: AttributeColumns,
     dropped: Vec<i64>,
@@ -111,8 +110,18 @@ impl LogColumns {
 
 pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Outcome, String> {
     let mut rejected = Rejections::new(max_messages);
-    let mut ctx = RowContext::default();
-    let mut logs = LogColumns::default();
+    crate::columns::begin_request(raw.len());
+    let mut ctx = RowContext::sized("logs");
+    let mut logs = LogColumns {
+        severity_text: Strings::sized("logs", 30),
+        body: Strings::sized("logs", 31),
+        body_type: Strings::sized("logs", 32),
+        event_name: Strings::sized("logs", 33),
+        trace_id: Strings::sized("logs", 34),
+        span_id: Strings::sized("logs", 35),
+        attributes: AttributeColumns::sized("logs", 40),
+        ..LogColumns::default()
+    };
     let mut scratch = String::with_capacity(32);
     // read in place (crate::wire); whatever it does not take as prost would, Python answers
     let walked = ctx.walk_wire(raw, |ctx, record| {

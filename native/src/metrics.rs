@@ -4,7 +4,6 @@
 //! only those its table has.
 use std::sync::Arc;
 
-use arrow_array::builder::StringBuilder;
 use arrow_array::{ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, StructArray};
 use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, Fields};
@@ -13,7 +12,7 @@ use prost::Message;
 use crate::anyvalue::Fallback;
 use crate::columns::{
     field_type, hex, id_error, int64, list, strings, struct_fields, timestamp_and_date,
-    AttributeColumns, Columns, EncodedAttributes, Rejections, SPAN_ID_BYTES, TRACE_ID_BYTES,
+    AttributeColumns, Columns, EncodedAttributes, Rejections, Strings, SPAN_ID_BYTES, TRACE_ID_BYTES,
 };
 use crate::context::RowContext;
 use crate::otlp::opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -118,21 +117,22 @@ struct ExemplarColumns {
     time: Vec<i64>,
     value_double: Vec<Option<f64>>,
     value_int: Vec<Option<i64>>,
-    trace_id: StringBuilder,
-    span_id: StringBuilder,
+    trace_id: Strings,
+    span_id: Strings,
     attributes: AttributeColumns,
 }
 
 impl ExemplarColumns {
-    fn new() -> Self {
+    /// Builders `Strings::sized` as the table `name`'s parts 50-55 were.
+    fn new(name: &'static str) -> Self {
         Self {
             offsets: vec![0],
             time: Vec::new(),
             value_double: Vec::new(),
             value_int: Vec::new(),
-            trace_id: StringBuilder::new(),
-            span_id: StringBuilder::new(),
-            attributes: AttributeColumns::default(),
+            trace_id: Strings::sized(name, 50),
+            span_id: Strings::sized(name, 51),
+            attributes: AttributeColumns::sized(name, 52),
         }
     }
 
@@ -216,9 +216,9 @@ struct Points {
     kind: Kind,
     ctx: RowContext,
     entered: Option<(usize, usize)>, // the resource and scope `ctx` holds (walk numbering)
-    metric_name: StringBuilder,
-    metric_description: StringBuilder,
-    metric_unit: StringBuilder,
+    metric_name: Strings,
+    metric_description: Strings,
+    metric_unit: Strings,
     metric_metadata: AttributeColumns,
     start: Vec<i64>,
     time: Vec<i64>,
@@ -229,7 +229,7 @@ struct Points {
     value_double: Vec<Option<f64>>,
     value_int: Vec<Option<i64>>,
     // sum, histogram, exponential histogram
-    temporality: StringBuilder,
+    temporality: Strings,
     monotonic: Vec<bool>,
     // histogram, exponential histogram, summary
     count: Vec<i64>,
@@ -269,23 +269,24 @@ struct MetricInfo<'a> {
 }
 
 impl Points {
-    fn new(kind: Kind) -> Self {
+    /// The rows of the table `name` (its builders `Strings::sized`).
+    fn new(kind: Kind, name: &'static str) -> Self {
         Self {
             kind,
-            ctx: RowContext::default(),
+            ctx: RowContext::sized(name),
             entered: None,
-            metric_name: StringBuilder::new(),
-            metric_description: StringBuilder::new(),
-            metric_unit: StringBuilder::new(),
-            metric_metadata: AttributeColumns::default(),
+            metric_name: Strings::sized(name, 30),
+            metric_description: Strings::sized(name, 31),
+            metric_unit: Strings::sized(name, 32),
+            metric_metadata: AttributeColumns::sized(name, 40),
             start: Vec::new(),
             time: Vec::new(),
-            attributes: AttributeColumns::default(),
+            attributes: AttributeColumns::sized(name, 44),
             flags: Vec::new(),
-            exemplars: ExemplarColumns::new(),
+            exemplars: ExemplarColumns::new(name),
             value_double: Vec::new(),
             value_int: Vec::new(),
-            temporality: StringBuilder::new(),
+            temporality: Strings::sized(name, 33),
             monotonic: Vec::new(),
             count: Vec::new(),
             sum: Vec::new(),
@@ -506,7 +507,8 @@ pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Out
         return Ok(Outcome::Fallback); // Python decodes again and words the error
     };
     let mut rejected = Rejections::new(max_messages);
-    let mut tables = KINDS.map(|(kind, _)| Points::new(kind));
+    crate::columns::begin_request(raw.len());
+    let mut tables = KINDS.map(|(kind, name)| Points::new(kind, name));
     let mut scratch = String::with_capacity(32);
     let walked: Result<(), Fallback> = (|| {
         for (r, resource_metrics) in request.resource_metrics.iter().enumerate() {

@@ -2,13 +2,12 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use arrow_array::builder::StringBuilder;
 use arrow_array::StructArray;
 
 use crate::anyvalue::Fallback;
 use crate::columns::{
     check_attributes, field_type, hex, id_error, int64, list, strings, struct_fields,
-    timestamp_and_date, AttributeColumns, Columns, Rejections, SPAN_ID_BYTES, TRACE_ID_BYTES,
+    timestamp_and_date, AttributeColumns, Columns, Rejections, Strings, SPAN_ID_BYTES, TRACE_ID_BYTES,
 };
 use crate::context::RowContext;
 use crate::otlp::opentelemetry::proto::trace::v1::{span, status};
@@ -153,7 +152,7 @@ impl<'a> LinkView<'a> {
 struct EventColumns {
     offsets: Vec<i32>,
     time: Vec<i64>,
-    name: StringBuilder,
+    name: Strings,
     attributes: AttributeColumns,
     dropped: Vec<i64>,
 }
@@ -196,9 +195,9 @@ impl EventColumns {
 
 struct LinkColumns {
     offsets: Vec<i32>,
-    trace_id: StringBuilder,
-    span_id: StringBuilder,
-    trace_state: StringBuilder,
+    trace_id: Strings,
+    span_id: Strings,
+    trace_state: Strings,
     flags: Vec<i64>,
     attributes: AttributeColumns,
     dropped: Vec<i64>,
@@ -234,15 +233,15 @@ impl LinkColumns {
 struct SpanColumns {
     start: Vec<i64>,
     duration: Vec<i64>, // end − start, wrapping: the end itself is not stored (tables/versions.py)
-    trace_id: StringBuilder,
-    span_id: StringBuilder,
-    parent: StringBuilder,
-    trace_state: StringBuilder,
+    trace_id: Strings,
+    span_id: Strings,
+    parent: Strings,
+    trace_state: Strings,
     flags: Vec<i64>,
-    name: StringBuilder,
-    kind: StringBuilder,
-    status_code: StringBuilder,
-    status_message: StringBuilder,
+    name: Strings,
+    kind: Strings,
+    status_code: Strings,
+    status_message: Strings,
     attributes: AttributeColumns,
     dropped_attributes: Vec<i64>,
     dropped_events: Vec<i64>,
@@ -277,22 +276,34 @@ impl SpanColumns {
 
 pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Outcome, String> {
     let mut rejected = Rejections::new(max_messages);
-    let mut ctx = RowContext::default();
-    let mut spans = SpanColumns::default();
+    crate::columns::begin_request(raw.len());
+    let mut ctx = RowContext::sized("spans");
+    let mut spans = SpanColumns {
+        trace_id: Strings::sized("spans", 30),
+        span_id: Strings::sized("spans", 31),
+        parent: Strings::sized("spans", 32),
+        trace_state: Strings::sized("spans", 33),
+        name: Strings::sized("spans", 34),
+        kind: Strings::sized("spans", 35),
+        status_code: Strings::sized("spans", 36),
+        status_message: Strings::sized("spans", 37),
+        attributes: AttributeColumns::sized("spans", 40),
+        ..SpanColumns::default()
+    };
     let mut events = EventColumns {
         offsets: vec![0],
         time: Vec::new(),
-        name: StringBuilder::new(),
-        attributes: AttributeColumns::default(),
+        name: Strings::sized("spans", 50),
+        attributes: AttributeColumns::sized("spans", 52),
         dropped: Vec::new(),
     };
     let mut links = LinkColumns {
         offsets: vec![0],
-        trace_id: StringBuilder::new(),
-        span_id: StringBuilder::new(),
-        trace_state: StringBuilder::new(),
+        trace_id: Strings::sized("spans", 60),
+        span_id: Strings::sized("spans", 61),
+        trace_state: Strings::sized("spans", 62),
         flags: Vec::new(),
-        attributes: AttributeColumns::default(),
+        attributes: AttributeColumns::sized("spans", 64),
         dropped: Vec::new(),
     };
     let mut scratch = String::with_capacity(32);
