@@ -82,42 +82,29 @@ pub struct RowContext {
     scope_schema_url: Strings,
 }
 
-impl Default for RowContext {
-    fn default() -> Self {
+impl RowContext {
+    /// The context of the table `name`'s rows, its builders `Strings::sized` as that table's
+    /// parts 0-4 and 10-17 were: these columns repeat the resource and scope on every row, so
+    /// they are among the largest. (The only constructor: a default one would allocate
+    /// builders that sizing then replaces.)
+    pub fn sized(name: &'static str) -> Self {
         Self {
             resource: EncodedResource::default(),
             scope: EncodedScope::default(),
-            service_name: Strings::default(),
-            resource_attributes: AttributeColumns::default(),
+            service_name: Strings::sized(name, 0),
+            resource_attributes: AttributeColumns::sized(name, 10),
             resource_dropped: Vec::new(),
             entity_offsets: vec![0],
             entity_schema_url: Strings::default(),
             entity_type: Strings::default(),
             entity_id_keys: StringLists::new(),
             entity_description_keys: StringLists::new(),
-            resource_schema_url: Strings::default(),
-            scope_name: Strings::default(),
-            scope_version: Strings::default(),
-            scope_attributes: AttributeColumns::default(),
-            scope_dropped: Vec::new(),
-            scope_schema_url: Strings::default(),
-        }
-    }
-}
-
-impl RowContext {
-    /// Builders `Strings::sized` as the table `name`'s parts 0-4 and 10-17 were: these columns
-    /// repeat the resource and scope on every row, so they are among the largest.
-    pub fn sized(name: &'static str) -> Self {
-        Self {
-            service_name: Strings::sized(name, 0),
-            resource_attributes: AttributeColumns::sized(name, 10),
             resource_schema_url: Strings::sized(name, 1),
             scope_name: Strings::sized(name, 2),
             scope_version: Strings::sized(name, 3),
             scope_attributes: AttributeColumns::sized(name, 14),
+            scope_dropped: Vec::new(),
             scope_schema_url: Strings::sized(name, 4),
-            ..Self::default()
         }
     }
 
