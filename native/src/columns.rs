@@ -312,6 +312,19 @@ impl EncodedAttributes {
         }
         Ok(out)
     }
+
+    /// The KeyValue messages of field `field` of `message`, read in place (crate::wire).
+    pub fn from_wire(message: &[u8], field: u32) -> Result<Self, Fallback> {
+        let mut out = Self::default();
+        for attribute in wire_attributes(message, field) {
+            let (key, (text, type_)) = attribute?;
+            out.pairs.push((key.to_string(), text.map(|t| t.into_owned())));
+            if let Some(type_) = type_ {
+                out.types.push((key.to_string(), type_.into_owned()));
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The `attributes` and `attribute_types` map columns (`columns.AttributeColumns`).
@@ -332,23 +345,8 @@ impl AttributeColumns {
         Self { values: MapColumn::sized(name, first), types: MapColumn::sized(name, first + 2) }
     }
 
-    pub fn append(&mut self, kvs: &[KeyValue]) -> Result<(), Fallback> {
-        for kv in kvs {
-            let (text, type_) = encode(kv.value.as_ref())?;
-            self.values.keys.append_value(&kv.key);
-            self.values.values.append_option(text);
-            if let Some(type_) = type_ {
-                self.types.keys.append_value(&kv.key);
-                self.types.values.append_value(type_);
-            }
-        }
-        self.values.end_row();
-        self.types.end_row();
-        Ok(())
-    }
-
-    /// The KeyValue messages of field `field` of `message`, read in place (crate::wire): the
-    /// same row as `append` makes of them once decoded.
+    /// One row: the KeyValue messages of field `field` of `message`, read in place
+    /// (crate::wire).
     pub fn append_wire(&mut self, message: &[u8], field: u32) -> Result<(), Fallback> {
         for attribute in wire_attributes(message, field) {
             let (key, (text, type_)) = attribute?;

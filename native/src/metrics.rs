@@ -1,30 +1,28 @@
 //! ExportMetricsServiceRequest bytes → the five `metrics_*` tables, one per data point type
 //! (otel_delta/convert/metrics.py). The point types share their columns (metric identity,
 //! times, attributes, flags, exemplars); `Points` also holds each type's own columns and puts
-//! only those its table has.
+//! only those its table has. Metrics and their points are read from the request's bytes in
+//! place (crate::wire), as spans and log records are: decoding the whole request into prost's
+//! messages first, and dropping them after, was a third of the conversion.
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, StructArray};
 use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, Fields};
-use prost::Message;
 
 use crate::anyvalue::Fallback;
 use crate::columns::{
-    field_type, hex, id_error, int64, list, strings, struct_fields, timestamp_and_date,
+    check_attributes, field_type, hex, id_error, int64, list, strings, struct_fields, timestamp_and_date,
     AttributeColumns, Columns, EncodedAttributes, Rejections, Strings, SPAN_ID_BYTES, TRACE_ID_BYTES,
 };
 use crate::context::RowContext;
-use crate::otlp::opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest;
-use crate::otlp::opentelemetry::proto::common::v1::{InstrumentationScope, KeyValue};
-use crate::otlp::opentelemetry::proto::metrics::v1::{
-    exemplar, exponential_histogram_data_point::Buckets, metric::Data, number_data_point,
-    AggregationTemporality, Exemplar, ExponentialHistogramDataPoint, HistogramDataPoint, Metric,
-    NumberDataPoint, SummaryDataPoint,
-};
+use crate::otlp::opentelemetry::proto::common::v1::InstrumentationScope;
+use crate::otlp::opentelemetry::proto::metrics::v1::AggregationTemporality;
 use crate::otlp::opentelemetry::proto::resource::v1::Resource;
+use crate::wire::{self, Value};
 use crate::{Outcome, Schemas};
 
+/// A data point type, declared in `KINDS` order (`Kind::index`).
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Gauge,
@@ -42,37 +40,280 @@ const KINDS: [(Kind, &str); 5] = [
     (Kind::Summary, "metrics_summary"),
 ];
 
-/// What every data point type carries: attributes, start and time, flags, and (all but the
-/// summary) exemplars.
-trait DataPoint {
-    fn head(&self) -> (&[KeyValue], u64, u64, u32);
-    fn exemplars(&self) -> &[Exemplar];
+impl Kind {
+    /// Its table's place in `KINDS` (and in the converter's tables).
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The field of its data point holding the point's attributes.
+    fn attributes_field(self) -> u32 {
+        match self {
+            Kind::Histogram => 9,
+            Kind::ExponentialHistogram => 1,
+            Kind::Gauge | Kind::Sum | Kind::Summary => 7,
+        }
+    }
+
+    /// The field of its data point holding the point's exemplars (a summary has none).
+    fn exemplars_field(self) -> Option<u32> {
+        match self {
+            Kind::Gauge | Kind::Sum => Some(5),
+            Kind::Histogram => Some(8),
+            Kind::ExponentialHistogram => Some(11),
+            Kind::Summary => None,
+        }
+    }
+
+    /// A point of this type has its metric's aggregation temporality.
+    fn has_temporality(self) -> bool {
+        matches!(self, Kind::Sum | Kind::Histogram | Kind::ExponentialHistogram)
+    }
 }
 
-macro_rules! data_point {
-    ($type:ty, $point:ident => $exemplars:expr) => {
-        impl DataPoint for $type {
-            fn head(&self) -> (&[KeyValue], u64, u64, u32) {
-                (&self.attributes, self.start_time_unix_nano, self.time_unix_nano, self.flags)
+/// A number point's value, or an exemplar's: the `value` oneof (the last one given wins).
+#[derive(Clone, Copy)]
+enum Number {
+    Double(f64),
+    Int(i64),
+}
+
+fn double(field: Value<'_>) -> Result<f64, Fallback> {
+    Ok(f64::from_bits(field.fixed64()?))
+}
+
+/// A `sint32` (zigzag) varint as prost decodes it: truncated to 32 bits first.
+fn zigzag32(value: u64) -> i32 {
+    let value = value as u32;
+    ((value >> 1) as i32) ^ -((value & 1) as i32)
+}
+
+/// A metric's fields, read in place.
+struct MetricView<'a> {
+    name: &'a str,
+    description: &'a str,
+    unit: &'a str,
+    metadata: &'a [u8], // the part holding field 12, its KeyValues (wire::Extent)
+    data: Option<(Kind, &'a [u8])>,
+}
+
+impl<'a> MetricView<'a> {
+    fn read(bytes: &'a [u8]) -> Result<Self, Fallback> {
+        let (mut name, mut description, mut unit) = ("", "", "");
+        let mut metadata = wire::Extent::default();
+        let mut data = None;
+        let mut reader = wire::fields(bytes);
+        while let Some((number, field)) = reader.next_field()? {
+            let kind = match number {
+                1 => {
+                    name = field.string()?;
+                    continue;
+                }
+                2 => {
+                    description = field.string()?;
+                    continue;
+                }
+                3 => {
+                    unit = field.string()?;
+                    continue;
+                }
+                12 => {
+                    metadata.add(&reader, &field)?;
+                    continue;
+                }
+                5 => Kind::Gauge,
+                7 => Kind::Sum,
+                9 => Kind::Histogram,
+                10 => Kind::ExponentialHistogram,
+                11 => Kind::Summary,
+                _ => continue,
+            };
+            if data.is_some() {
+                return Err(Fallback); // the oneof given twice: protobuf merges or replaces, left to Python
             }
-            fn exemplars(&self) -> &[Exemplar] {
-                let $point = self;
-                $exemplars
+            data = Some((kind, field.bytes()?));
+        }
+        Ok(Self { name, description, unit, metadata: metadata.of(bytes), data })
+    }
+}
+
+/// A Gauge, Sum, Histogram, ExponentialHistogram or Summary message, read in place.
+struct DataView<'a> {
+    points: &'a [u8], // the part holding field 1, its data points
+    temporality: i32,
+    monotonic: bool,
+}
+
+impl<'a> DataView<'a> {
+    fn read(kind: Kind, bytes: &'a [u8]) -> Result<Self, Fallback> {
+        let mut points = wire::Extent::default();
+        let (mut temporality, mut monotonic) = (0, false);
+        let mut reader = wire::fields(bytes);
+        while let Some((number, field)) = reader.next_field()? {
+            match (number, kind) {
+                (1, _) => points.add(&reader, &field)?,
+                (2, k) if k.has_temporality() => temporality = field.varint()? as i32,
+                (3, Kind::Sum) => monotonic = field.varint()? != 0,
+                _ => {}
             }
         }
-    };
+        Ok(Self { points: points.of(bytes), temporality, monotonic })
+    }
 }
 
-data_point!(NumberDataPoint, p => &p.exemplars);
-data_point!(HistogramDataPoint, p => &p.exemplars);
-data_point!(ExponentialHistogramDataPoint, p => &p.exemplars);
-data_point!(SummaryDataPoint, _p => &[]);
+/// An exemplar's fields, read in place.
+#[derive(Clone, Copy)]
+struct ExemplarView<'a> {
+    attributes: &'a [u8], // the part holding field 7, its filtered attributes
+    time: u64,
+    value: Option<Number>,
+    trace_id: &'a [u8],
+    span_id: &'a [u8],
+}
 
-fn exemplar_error(exemplars: &[Exemplar]) -> Option<String> {
+impl<'a> ExemplarView<'a> {
+    fn read(bytes: &'a [u8]) -> Result<Self, Fallback> {
+        let mut e = Self { attributes: &[], time: 0, value: None, trace_id: &[], span_id: &[] };
+        let mut attributes = wire::Extent::default();
+        let mut reader = wire::fields(bytes);
+        while let Some((number, field)) = reader.next_field()? {
+            match number {
+                2 => e.time = field.fixed64()?,
+                3 => e.value = Some(Number::Double(double(field)?)),
+                4 => e.span_id = field.bytes()?,
+                5 => e.trace_id = field.bytes()?,
+                6 => e.value = Some(Number::Int(field.fixed64()? as i64)),
+                7 => attributes.add(&reader, &field)?,
+                _ => {}
+            }
+        }
+        e.attributes = attributes.of(bytes);
+        Ok(e)
+    }
+}
+
+fn exemplar_error(exemplars: &[ExemplarView<'_>]) -> Option<String> {
     exemplars.iter().find_map(|e| {
-        id_error(&e.trace_id, TRACE_ID_BYTES, "exemplar trace_id", false)
-            .or_else(|| id_error(&e.span_id, SPAN_ID_BYTES, "exemplar span_id", false))
+        id_error(e.trace_id, TRACE_ID_BYTES, "exemplar trace_id", false)
+            .or_else(|| id_error(e.span_id, SPAN_ID_BYTES, "exemplar span_id", false))
     })
+}
+
+/// A point's repeated values, read with its other fields; reused from point to point.
+#[derive(Default)]
+struct Lists<'a> {
+    exemplars: Vec<ExemplarView<'a>>,
+    counts: Vec<i64>,
+    bounds: Vec<f64>,
+    positive: Vec<i64>,
+    negative: Vec<i64>,
+    quantiles: Vec<(f64, f64)>,
+}
+
+impl Lists<'_> {
+    fn clear(&mut self) {
+        self.exemplars.clear();
+        self.counts.clear();
+        self.bounds.clear();
+        self.positive.clear();
+        self.negative.clear();
+        self.quantiles.clear();
+    }
+}
+
+/// A data point's scalar fields, read in place (last occurrence wins, as protobuf decoding
+/// has it). Which fields a point has, and their numbers, depend on its type; each type's
+/// fields not in its message stay at their defaults.
+#[derive(Default)]
+struct PointView<'a> {
+    attributes: &'a [u8], // the part holding its attributes (`Kind::attributes_field`)
+    start: u64,
+    time: u64,
+    flags: u32,
+    number: Option<Number>,
+    count: u64,
+    sum: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+    scale: i32,
+    zero_count: u64,
+    zero_threshold: f64,
+    positive: Option<i32>, // the buckets' offset; None: no buckets message
+    negative: Option<i32>,
+}
+
+impl<'a> PointView<'a> {
+    /// The point of type `kind` in `bytes`; its repeated values go to `lists`, cleared first.
+    fn read(kind: Kind, bytes: &'a [u8], lists: &mut Lists<'a>) -> Result<Self, Fallback> {
+        use Kind::*;
+        lists.clear();
+        let mut p = PointView::default();
+        let mut attributes = wire::Extent::default();
+        let mut reader = wire::fields(bytes);
+        while let Some((number, field)) = reader.next_field()? {
+            match (kind, number) {
+                (_, 2) => p.start = field.fixed64()?,
+                (_, 3) => p.time = field.fixed64()?,
+                (k, n) if n == k.attributes_field() => attributes.add(&reader, &field)?,
+                (k, n) if Some(n) == k.exemplars_field() => {
+                    lists.exemplars.push(ExemplarView::read(field.bytes()?)?)
+                }
+                (Gauge | Sum, 4) => p.number = Some(Number::Double(double(field)?)),
+                (Gauge | Sum, 6) => p.number = Some(Number::Int(field.fixed64()? as i64)),
+                (Gauge | Sum | Summary, 8) | (Histogram | ExponentialHistogram, 10) => {
+                    p.flags = field.varint()? as u32
+                }
+                (Histogram | ExponentialHistogram | Summary, 4) => p.count = field.fixed64()?,
+                (Histogram | ExponentialHistogram | Summary, 5) => p.sum = Some(double(field)?),
+                (Histogram, 6) => wire::scalars(field, wire::FIXED64, |c| lists.counts.push(c as i64))?,
+                (Histogram, 7) => wire::scalars(field, wire::FIXED64, |b| lists.bounds.push(f64::from_bits(b)))?,
+                (Histogram, 11) | (ExponentialHistogram, 12) => p.min = Some(double(field)?),
+                (Histogram, 12) | (ExponentialHistogram, 13) => p.max = Some(double(field)?),
+                (ExponentialHistogram, 6) => p.scale = zigzag32(field.varint()?),
+                (ExponentialHistogram, 7) => p.zero_count = field.fixed64()?,
+                (ExponentialHistogram, 8) => read_buckets(field, &mut p.positive, &mut lists.positive)?,
+                (ExponentialHistogram, 9) => read_buckets(field, &mut p.negative, &mut lists.negative)?,
+                (ExponentialHistogram, 14) => p.zero_threshold = double(field)?,
+                (Summary, 6) => lists.quantiles.push(read_quantile(field.bytes()?)?),
+                _ => {}
+            }
+        }
+        p.attributes = attributes.of(bytes);
+        Ok(p)
+    }
+}
+
+/// An exponential histogram's `positive` or `negative` Buckets: its offset, its counts to
+/// `counts`. Given twice, protobuf would merge the two: left to Python.
+fn read_buckets(field: Value<'_>, offset: &mut Option<i32>, counts: &mut Vec<i64>) -> Result<(), Fallback> {
+    if offset.is_some() {
+        return Err(Fallback);
+    }
+    let mut value = 0;
+    let mut reader = wire::fields(field.bytes()?);
+    while let Some((number, field)) = reader.next_field()? {
+        match number {
+            1 => value = zigzag32(field.varint()?),
+            2 => wire::scalars(field, wire::VARINT, |c| counts.push(c as i64))?,
+            _ => {}
+        }
+    }
+    *offset = Some(value);
+    Ok(())
+}
+
+/// A summary's ValueAtQuantile: (quantile, value).
+fn read_quantile(bytes: &[u8]) -> Result<(f64, f64), Fallback> {
+    let (mut quantile, mut value) = (0.0, 0.0);
+    let mut reader = wire::fields(bytes);
+    while let Some((number, field)) = reader.next_field()? {
+        match number {
+            1 => quantile = double(field)?,
+            2 => value = double(field)?,
+            _ => {}
+        }
+    }
+    Ok((quantile, value))
 }
 
 fn temporality_name(value: i32) -> String {
@@ -136,22 +377,22 @@ impl ExemplarColumns {
         }
     }
 
-    fn append(&mut self, exemplars: &[Exemplar], scratch: &mut String) -> Result<(), Fallback> {
+    fn append(&mut self, exemplars: &[ExemplarView<'_>], scratch: &mut String) -> Result<(), Fallback> {
         for e in exemplars {
-            self.time.push(e.time_unix_nano as i64);
+            self.time.push(e.time as i64);
             self.value_double.push(match e.value {
-                Some(exemplar::Value::AsDouble(v)) => Some(v),
+                Some(Number::Double(v)) => Some(v),
                 _ => None,
             });
             self.value_int.push(match e.value {
-                Some(exemplar::Value::AsInt(v)) => Some(v),
+                Some(Number::Int(v)) => Some(v),
                 _ => None,
             });
-            hex(scratch, &e.trace_id);
+            hex(scratch, e.trace_id);
             self.trace_id.append_value(&scratch);
-            hex(scratch, &e.span_id);
+            hex(scratch, e.span_id);
             self.span_id.append_value(&scratch);
-            self.attributes.append(&e.filtered_attributes)?;
+            self.attributes.append_wire(e.attributes, 7)?;
         }
         self.offsets.push(self.time.len() as i32);
         Ok(())
@@ -184,12 +425,11 @@ impl BucketColumns {
         Self { present: Vec::new(), offset: Vec::new(), offsets: vec![0], counts: Vec::new() }
     }
 
-    fn append(&mut self, buckets: Option<&Buckets>) {
-        self.present.push(buckets.is_some());
-        self.offset.push(buckets.map_or(0, |b| b.offset));
-        if let Some(b) = buckets {
-            self.counts.extend(b.bucket_counts.iter().map(|c| *c as i64));
-        }
+    /// One point's side: its offset (None: the point has no such buckets) and its counts.
+    fn append(&mut self, offset: Option<i32>, counts: &[i64]) {
+        self.present.push(offset.is_some());
+        self.offset.push(offset.unwrap_or(0));
+        self.counts.extend_from_slice(counts);
         self.offsets.push(self.counts.len() as i32);
     }
 
@@ -264,7 +504,9 @@ struct Place<'a> {
 
 /// The metric a point belongs to, its metadata encoded once.
 struct MetricInfo<'a> {
-    metric: &'a Metric,
+    name: &'a str,
+    description: &'a str,
+    unit: &'a str,
     metadata: EncodedAttributes,
 }
 
@@ -313,11 +555,18 @@ impl Points {
         &mut self,
         place: &Place,
         metric: &MetricInfo,
-        point: &impl DataPoint,
+        point: &PointView<'_>,
+        exemplars: &[ExemplarView<'_>],
         rejected: &mut Rejections,
         scratch: &mut String,
     ) -> Result<bool, Fallback> {
-        if let Some(error) = exemplar_error(point.exemplars()) {
+        let attributes_field = self.kind.attributes_field();
+        if let Some(error) = exemplar_error(exemplars) {
+            // not a row, but its bytes must decode as an accepted point's would
+            check_attributes(point.attributes, attributes_field)?;
+            for e in exemplars {
+                check_attributes(e.attributes, 7)?;
+            }
             rejected.add(error);
             return Ok(false);
         }
@@ -328,29 +577,28 @@ impl Points {
             self.ctx.enter_scope(place.scope, place.scope_url)?;
             self.entered = Some(place.number);
         }
-        let (attributes, start, time, flags) = point.head();
         self.ctx.add_row();
-        self.metric_name.append_value(&metric.metric.name);
-        self.metric_description.append_value(&metric.metric.description);
-        self.metric_unit.append_value(&metric.metric.unit);
+        self.metric_name.append_value(metric.name);
+        self.metric_description.append_value(metric.description);
+        self.metric_unit.append_value(metric.unit);
         self.metric_metadata.append_encoded(&metric.metadata);
-        self.start.push(start as i64);
-        self.time.push(time as i64);
-        self.attributes.append(attributes)?;
-        self.flags.push(flags as i64);
+        self.start.push(point.start as i64);
+        self.time.push(point.time as i64);
+        self.attributes.append_wire(point.attributes, attributes_field)?;
+        self.flags.push(i64::from(point.flags));
         if self.kind != Kind::Summary {
-            self.exemplars.append(point.exemplars(), scratch)?;
+            self.exemplars.append(exemplars, scratch)?;
         }
         Ok(true)
     }
 
-    fn number_value(&mut self, point: &NumberDataPoint) {
-        self.value_double.push(match point.value {
-            Some(number_data_point::Value::AsDouble(v)) => Some(v),
+    fn number_value(&mut self, value: Option<Number>) {
+        self.value_double.push(match value {
+            Some(Number::Double(v)) => Some(v),
             _ => None,
         });
-        self.value_int.push(match point.value {
-            Some(number_data_point::Value::AsInt(v)) => Some(v),
+        self.value_int.push(match value {
+            Some(Number::Int(v)) => Some(v),
             _ => None,
         });
     }
@@ -427,75 +675,95 @@ impl Points {
     }
 }
 
-/// Appends one metric's points to its table (`tables` in KINDS order).
-fn append_metric(
+/// Appends the points of one metric of type `kind`, its message `data`, to its table.
+fn append_metric<'a>(
     tables: &mut [Points; 5],
     place: &Place,
     metric: &MetricInfo,
+    kind: Kind,
+    data: DataView<'a>,
+    lists: &mut Lists<'a>,
     rejected: &mut Rejections,
     scratch: &mut String,
 ) -> Result<(), Fallback> {
-    let Some(data) = metric.metric.data.as_ref() else { return Ok(()) };
-    match data {
-        Data::Gauge(g) => {
-            let t = &mut tables[0];
-            for p in &g.data_points {
-                if t.add_point(place, metric, p, rejected, scratch)? {
-                    t.number_value(p);
+    let t = &mut tables[kind.index()];
+    let temporality = kind.has_temporality().then(|| temporality_name(data.temporality));
+    for point in wire::repeated(data.points, 1) {
+        let p = PointView::read(kind, point?, lists)?;
+        if !t.add_point(place, metric, &p, &lists.exemplars, rejected, scratch)? {
+            continue;
+        }
+        if let Some(temporality) = &temporality {
+            t.temporality.append_value(temporality);
+        }
+        match kind {
+            Kind::Gauge => t.number_value(p.number),
+            Kind::Sum => {
+                t.number_value(p.number);
+                t.monotonic.push(data.monotonic);
+            }
+            Kind::Histogram => {
+                t.distribution(p.count, p.sum, p.min, p.max);
+                t.bucket_counts.extend_from_slice(&lists.counts);
+                t.bucket_offsets.push(t.bucket_counts.len() as i32);
+                t.bounds.extend_from_slice(&lists.bounds);
+                t.bound_offsets.push(t.bounds.len() as i32);
+            }
+            Kind::ExponentialHistogram => {
+                t.distribution(p.count, p.sum, p.min, p.max);
+                t.scale.push(p.scale);
+                t.zero_count.push(p.zero_count as i64);
+                t.zero_threshold.push(p.zero_threshold);
+                t.positive.append(p.positive, &lists.positive);
+                t.negative.append(p.negative, &lists.negative);
+            }
+            Kind::Summary => {
+                t.distribution(p.count, Some(p.sum.unwrap_or(0.0)), None, None);
+                for (quantile, value) in &lists.quantiles {
+                    t.quantile.push(*quantile);
+                    t.quantile_value.push(*value);
                 }
+                t.quantile_offsets.push(t.quantile.len() as i32);
             }
         }
-        Data::Sum(s) => {
-            let t = &mut tables[1];
-            let temporality = temporality_name(s.aggregation_temporality);
-            for p in &s.data_points {
-                if t.add_point(place, metric, p, rejected, scratch)? {
-                    t.number_value(p);
-                    t.temporality.append_value(&temporality);
-                    t.monotonic.push(s.is_monotonic);
-                }
-            }
-        }
-        Data::Histogram(h) => {
-            let t = &mut tables[2];
-            let temporality = temporality_name(h.aggregation_temporality);
-            for p in &h.data_points {
-                if t.add_point(place, metric, p, rejected, scratch)? {
-                    t.distribution(p.count, p.sum, p.min, p.max);
-                    t.temporality.append_value(&temporality);
-                    t.bucket_counts.extend(p.bucket_counts.iter().map(|c| *c as i64));
-                    t.bucket_offsets.push(t.bucket_counts.len() as i32);
-                    t.bounds.extend_from_slice(&p.explicit_bounds);
-                    t.bound_offsets.push(t.bounds.len() as i32);
-                }
-            }
-        }
-        Data::ExponentialHistogram(h) => {
-            let t = &mut tables[3];
-            let temporality = temporality_name(h.aggregation_temporality);
-            for p in &h.data_points {
-                if t.add_point(place, metric, p, rejected, scratch)? {
-                    t.distribution(p.count, p.sum, p.min, p.max);
-                    t.temporality.append_value(&temporality);
-                    t.scale.push(p.scale);
-                    t.zero_count.push(p.zero_count as i64);
-                    t.zero_threshold.push(p.zero_threshold);
-                    t.positive.append(p.positive.as_ref());
-                    t.negative.append(p.negative.as_ref());
-                }
-            }
-        }
-        Data::Summary(s) => {
-            let t = &mut tables[4];
-            for p in &s.data_points {
-                if t.add_point(place, metric, p, rejected, scratch)? {
-                    t.distribution(p.count, Some(p.sum), None, None);
-                    for q in &p.quantile_values {
-                        t.quantile.push(q.quantile);
-                        t.quantile_value.push(q.value);
-                    }
-                    t.quantile_offsets.push(t.quantile.len() as i32);
-                }
+    }
+    Ok(())
+}
+
+/// Walks the request's resources, scopes and metrics, appending every point to its table.
+fn walk<'a>(
+    raw: &'a [u8],
+    tables: &mut [Points; 5],
+    lists: &mut Lists<'a>,
+    rejected: &mut Rejections,
+    scratch: &mut String,
+) -> Result<(), Fallback> {
+    for (r, resource_part) in wire::repeated(raw, 1).enumerate() {
+        let resource_part = resource_part?;
+        let (resource, resource_url) = wire::header(resource_part, 1, 2, 3)?;
+        let resource = wire::decoded::<Resource>(resource)?;
+        for (s, scope_part) in wire::repeated(resource_part, 2).enumerate() {
+            let scope_part = scope_part?;
+            let (scope, scope_url) = wire::header(scope_part, 1, 2, 3)?;
+            let scope = wire::decoded::<InstrumentationScope>(scope)?;
+            let place = Place {
+                resource: resource.as_ref(),
+                resource_url,
+                scope: scope.as_ref(),
+                scope_url,
+                number: (r, s),
+            };
+            for metric in wire::repeated(scope_part, 2) {
+                let metric = MetricView::read(metric?)?;
+                let metadata = EncodedAttributes::from_wire(metric.metadata, 12)?;
+                let Some((kind, data)) = metric.data else {
+                    let name = ascii_repr(metric.name).ok_or(Fallback)?;
+                    rejected.note(format!("metric {name} has no data points and was dropped"));
+                    continue;
+                };
+                let info = MetricInfo { name: metric.name, description: metric.description, unit: metric.unit, metadata };
+                let data = DataView::read(kind, data)?;
+                append_metric(tables, &place, &info, kind, data, lists, rejected, scratch)?;
             }
         }
     }
@@ -503,38 +771,13 @@ fn append_metric(
 }
 
 pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Outcome, String> {
-    let Ok(request) = ExportMetricsServiceRequest::decode(raw) else {
-        return Ok(Outcome::Fallback); // Python decodes again and words the error
-    };
     let mut rejected = Rejections::new(max_messages);
     crate::columns::begin_request(raw.len());
     let mut tables = KINDS.map(|(kind, name)| Points::new(kind, name));
     let mut scratch = String::with_capacity(32);
-    let walked: Result<(), Fallback> = (|| {
-        for (r, resource_metrics) in request.resource_metrics.iter().enumerate() {
-            for (s, scope_metrics) in resource_metrics.scope_metrics.iter().enumerate() {
-                let place = Place {
-                    resource: resource_metrics.resource.as_ref(),
-                    resource_url: &resource_metrics.schema_url,
-                    scope: scope_metrics.scope.as_ref(),
-                    scope_url: &scope_metrics.schema_url,
-                    number: (r, s),
-                };
-                for metric in &scope_metrics.metrics {
-                    if metric.data.is_none() {
-                        let name = ascii_repr(&metric.name).ok_or(Fallback)?;
-                        rejected.note(format!("metric {name} has no data points and was dropped"));
-                        continue;
-                    }
-                    let info = MetricInfo { metric, metadata: EncodedAttributes::new(&metric.metadata)? };
-                    append_metric(&mut tables, &place, &info, &mut rejected, &mut scratch)?;
-                }
-            }
-        }
-        Ok(())
-    })();
-    if walked.is_err() {
-        return Ok(Outcome::Fallback);
+    // read in place (crate::wire); whatever it does not take as prost would, Python answers
+    if walk(raw, &mut tables, &mut Lists::default(), &mut rejected, &mut scratch).is_err() {
+        return Ok(Outcome::Fallback); // Python decodes again and words any error
     }
     let mut out = Vec::new();
     for (points, (_, name)) in tables.into_iter().zip(KINDS) {

@@ -1,6 +1,6 @@
 //! The protobuf wire format, read in place: fields of a message as slices of the request.
 //!
-//! The spans and logs converters walk a request with this instead of decoding it into prost's
+//! The converters walk a request with this instead of decoding it into prost's
 //! owned messages first (a `String` or `Vec` allocated, filled and freed for every id, name and
 //! attribute). Anything this reader does not take as prost would — a group, a known field
 //! with another wire type, a singular message field given twice (which protobuf merges) — is
@@ -225,6 +225,28 @@ pub fn repeated<'a>(bytes: &'a [u8], field: u32) -> impl Iterator<Item = Result<
             Ok(Some(_)) => continue,
         }
     })
+}
+
+/// One occurrence of a repeated scalar field whose values have wire type `wire_type` (VARINT
+/// or FIXED64): one value, or a packed run of them. Parsers must take both, and a field's
+/// occurrences may mix them; `each` gets every value in wire order.
+pub fn scalars(value: Value<'_>, wire_type: u8, mut each: impl FnMut(u64)) -> Result<(), Fallback> {
+    match value {
+        Value::Len(bytes) => {
+            let mut run = fields(bytes);
+            while !run.buf.is_empty() {
+                each(match wire_type {
+                    VARINT => run.read_varint()?,
+                    FIXED64 => u64::from_le_bytes(run.take(8)?.try_into().expect("8 bytes")),
+                    _ => return Err(Fallback),
+                });
+            }
+        }
+        Value::Varint(v) if wire_type == VARINT => each(v),
+        Value::Fixed64(v) if wire_type == FIXED64 => each(v),
+        _ => return Err(Fallback),
+    }
+    Ok(())
 }
 
 pub fn decoded<M: prost::Message + Default>(bytes: Option<&[u8]>) -> Result<Option<M>, Fallback> {

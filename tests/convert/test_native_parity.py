@@ -579,12 +579,14 @@ def _varint(value: int) -> bytearray:
             return out
 
 
-def wrap_span(span: bytes) -> bytes:
-    """A traces request around one span's bytes (with a service name)."""
+def wrap(item: bytes) -> bytes:
+    """A request around one item's bytes (a span, a log record, a metric), with a service name.
+    The three signals number their groups alike: items are field 2 of a scope's group, scope
+    groups field 2 of a resource's group, resource groups field 1 of the request."""
     resource = Resource(attributes=[KeyValue(key="service.name", value=AnyValue(string_value="w"))])
-    scope_spans = field(2, 2, span)
-    resource_spans = field(1, 2, resource.SerializeToString()) + field(2, 2, scope_spans)
-    return field(1, 2, resource_spans)
+    scope_group = field(2, 2, item)
+    resource_group = field(1, 2, resource.SerializeToString()) + field(2, 2, scope_group)
+    return field(1, 2, resource_group)
 
 
 def answer(raw: bytes, signal: str = "traces"):
@@ -642,7 +644,7 @@ SPAN = trace_pb2.Span(
 def test_a_span_read_in_place_answers_as_python_does(native, case, extra, natively) -> None:
     """Spans and log records are read from the request's bytes in place (native/src/wire.rs);
     what that reader does not take as prost would goes to Python, whose answer stands."""
-    raw = wrap_span(SPAN + extra)
+    raw = wrap(SPAN + extra)
     expected, actual = answer(raw)
     if isinstance(expected, str):
         assert actual == expected, case
@@ -657,18 +659,146 @@ def test_a_rejected_span_with_bad_bytes_in_its_events_is_refused_as_python_refus
     """A span with an invalid id makes no row, but its events still have to decode: bad UTF-8
     in one refuses the request in Python, and natively too (never a half-read request)."""
     bad_event = field(11, 2, field(2, 2, b"\xff"))
-    raw = wrap_span(SPAN + field(2, 2, b"short") + bad_event)
+    raw = wrap(SPAN + field(2, 2, b"short") + bad_event)
     expected, actual = answer(raw)
     assert isinstance(expected, str) and actual == expected
     assert native(raw) is None
 
 
+# the fields of the metric messages the cases below are built of
+GAUGE, HISTOGRAM, EXPONENTIAL = 5, 9, 10  # Metric.data
+NUMBER_POINT = metrics_pb2.NumberDataPoint(
+    time_unix_nano=NOW_NS,
+    as_double=1.5,
+    attributes=[KeyValue(key="k", value=AnyValue(int_value=7))],
+).SerializeToString()
+HISTOGRAM_POINT = metrics_pb2.HistogramDataPoint(
+    time_unix_nano=NOW_NS, count=3, bucket_counts=[1, 2], explicit_bounds=[0.5]
+).SerializeToString()
+EXPONENTIAL_POINT = metrics_pb2.ExponentialHistogramDataPoint(
+    time_unix_nano=NOW_NS,
+    count=3,
+    positive=metrics_pb2.ExponentialHistogramDataPoint.Buckets(offset=-2, bucket_counts=[1, 2]),
+).SerializeToString()
+EXEMPLAR = metrics_pb2.Exemplar(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, as_int=4)
+
+
+def metric(data_field: int, point: bytes, extra: bytes = b"") -> bytes:
+    """A metric named "m" with one data point of the type in field `data_field`."""
+    return field(1, 2, b"m") + field(data_field, 2, field(1, 2, point)) + extra
+
+
+def attribute(key: str) -> bytes:
+    return KeyValue(key=key, value=AnyValue(string_value=key)).SerializeToString()
+
+
 @pytest.mark.parametrize(
-    ("signal", "kind"), [("traces", ExportTraceServiceRequest), ("logs", ExportLogsServiceRequest)]
+    ("case", "raw_metric", "natively"),
+    [
+        ("a value twice", metric(GAUGE, NUMBER_POINT + field(6, 1, struct.pack("<q", -3))), True),
+        # repeated numbers packed (one run) or not (one value each), in any mix
+        (
+            "bucket counts packed and not",
+            metric(
+                HISTOGRAM,
+                HISTOGRAM_POINT
+                + field(6, 1, struct.pack("<Q", 9))
+                + field(7, 1, struct.pack("<d", 2.5))
+                + field(6, 2, struct.pack("<QQ", 4, 5)),
+            ),
+            True,
+        ),
+        (
+            "exponential buckets unpacked",
+            metric(
+                EXPONENTIAL,
+                EXPONENTIAL_POINT
+                + field(
+                    9, 2, field(1, 0, b"\x09") + field(2, 0, b"\x07") + field(2, 2, b"\x08\x81\x01")
+                ),
+            ),
+            True,
+        ),
+        (
+            "exemplars, attributes and metadata interleaved",
+            field(12, 2, attribute("a"))
+            + metric(
+                GAUGE,
+                NUMBER_POINT
+                + field(5, 2, EXEMPLAR.SerializeToString())
+                + field(7, 2, attribute("j"))
+                + field(5, 2, EXEMPLAR.SerializeToString() + field(7, 2, attribute("e"))),
+            )
+            + field(12, 2, attribute("b")),
+            True,
+        ),
+        (
+            "unknown fields",
+            metric(GAUGE, NUMBER_POINT + field(99, 0, b"\x05"), field(98, 2, b"xyz")),
+            True,
+        ),
+        # a singular message given twice is merged by protobuf, the data oneof twice merged or
+        # replaced: left to Python
+        (
+            "positive buckets twice",
+            metric(EXPONENTIAL, EXPONENTIAL_POINT + field(8, 2, b"")),
+            False,
+        ),
+        (
+            "data twice",
+            metric(GAUGE, NUMBER_POINT, field(9, 2, field(1, 2, HISTOGRAM_POINT))),
+            False,
+        ),
+        # what protobuf refuses, the receiver refuses
+        ("a time as a varint", metric(GAUGE, NUMBER_POINT + field(3, 0, b"\x01")), False),
+        (
+            "a packed run cut short",
+            metric(HISTOGRAM, HISTOGRAM_POINT + field(6, 2, b"\x01\x02\x03")),
+            False,
+        ),
+        ("bad UTF-8 in a unit", metric(GAUGE, NUMBER_POINT, field(3, 2, b"\xff\xfe")), False),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_a_metric_read_in_place_answers_as_python_does(native, case, raw_metric, natively) -> None:
+    """Metrics and their points are read in place too (native/src/metrics.rs)."""
+    raw = wrap(raw_metric)
+    expected, actual = answer(raw, "metrics")
+    if isinstance(expected, str):
+        assert actual == expected, case
+    else:
+        assert_identical(expected, actual)
+    assert (native(raw, ExportMetricsServiceRequest) is not None) == natively, case
+
+
+def test_a_rejected_point_with_bad_bytes_in_its_attributes_is_refused_as_python_refuses_it(
+    native,
+) -> None:
+    """A point with an invalid exemplar id makes no row, but its attributes still have to
+    decode: bad UTF-8 in a key refuses the request in Python, and natively too."""
+    bad_exemplar = field(5, 2, field(5, 2, b"short"))
+    raw = wrap(metric(GAUGE, NUMBER_POINT + bad_exemplar + field(7, 2, field(1, 2, b"\xff"))))
+    expected, actual = answer(raw, "metrics")
+    assert isinstance(expected, str) and actual == expected
+    assert native(raw, ExportMetricsServiceRequest) is None
+    # the same point with good attributes is rejected on its own, the request converted
+    raw = wrap(metric(GAUGE, NUMBER_POINT + bad_exemplar))
+    expected, actual = answer(raw, "metrics")
+    assert expected.rejected.count == 1
+    assert_identical(expected, actual)
+
+
+@pytest.mark.parametrize(
+    ("signal", "kind"),
+    [
+        ("traces", ExportTraceServiceRequest),
+        ("logs", ExportLogsServiceRequest),
+        ("metrics", ExportMetricsServiceRequest),
+    ],
 )
 def test_mutated_random_requests_get_the_same_answer(native, signal, kind) -> None:
-    """The in-place reader (spans and log records) on byte-mutated random requests of every
-    shape the random corpus makes: Python's answer every time, native or declined."""
+    """The in-place reader on byte-mutated random requests of every shape the random corpus
+    makes: Python's answer every time, native or declined."""
     accepted = 0
     for seed in range(12):
         original = random_request(random.Random(seed), kind).SerializeToString()
