@@ -24,6 +24,7 @@ import zlib
 from dataclasses import dataclass
 
 import zstandard
+from zlib_ng import zlib_ng
 
 from otel_delta.errors import InvalidRequestError, RequestTooLargeError, UnsupportedMediaTypeError
 
@@ -43,12 +44,16 @@ def _too_large(limit: int) -> RequestTooLargeError:
 def _inflate(body: bytes, wbits: int, limit: int) -> bytes:
     """gzip (one or more members) or zlib, at most `limit` bytes of output. One member, as
     clients send it, is returned as zlib made it: gathering it in a bytearray and copying
-    that out cost 1.6 ms of a Collector-like 4.2 MB request's 6.4 ms."""
+    that out cost 1.6 ms of a Collector-like 4.2 MB request's 6.4 ms.
+
+    zlib-ng does the inflating: the same streams, zlib's API, in half the time (the bench's
+    Collector-like gzip requests, one thread: 0.22 against 0.45 µs per span; perf had put
+    zlib's inflate at 12% of the bridge's CPU under the traces load)."""
     parts: list[bytes] = []
     size = 0
     data = body
     while data:
-        inflater = zlib.decompressobj(wbits)
+        inflater = zlib_ng.decompressobj(wbits)
         chunk = inflater.decompress(data, limit + 1 - size)
         parts.append(chunk)
         size += len(chunk)
@@ -86,7 +91,7 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
             raise UnsupportedMediaTypeError(
                 f"unsupported Content-Encoding {encoding!r}; use one of {', '.join(ENCODINGS)}"
             )
-    except (zlib.error, zstandard.ZstdError) as exc:
+    except (zlib_ng.error, zstandard.ZstdError) as exc:
         raise InvalidRequestError(f"cannot decompress the {encoding} body: {exc}") from None
     if len(decoded) > limit:
         raise _too_large(limit)
