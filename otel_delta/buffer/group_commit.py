@@ -429,8 +429,10 @@ class GroupCommitBuffer:
             return Transaction(self._session_app_id, self._sequence)
 
     async def close(self) -> None:
-        """Stop accepting rows, commit everything buffered, answer every waiter."""
+        """Stop accepting rows, commit everything buffered (on every core: nothing else is
+        left to do), answer every waiter."""
         self._closing = True
+        self.writer.spread()
         self._wake.set()
         if self._task is not None:
             await self._task

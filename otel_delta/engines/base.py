@@ -63,6 +63,11 @@ class TableWriter(Protocol):
         """
         ...
 
+    def spread(self) -> None:
+        """Nothing but the remaining commits will want the CPU (the bridge is shutting down):
+        each may spread its work over every core."""
+        ...
+
 
 class Engine(TableWriter, Protocol):
     name: Literal["delta-rs", "spark"]

@@ -62,3 +62,7 @@ class Engines:
     ) -> int:
         """The bridge's commits (a TableWriter for the buffer)."""
         return self.pick(data.num_rows).append(table_name, data, app_transaction)
+
+    def spread(self) -> None:
+        """The bridge's last commits may use every core (Spark's already do)."""
+        self.delta_rs.spread()

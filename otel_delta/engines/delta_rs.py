@@ -5,9 +5,11 @@ otherwise) and, by default, runs the connector's operations."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Literal
 
@@ -97,6 +99,14 @@ class DeltaRsEngine:
         self._locks = {name: threading.Lock() for name in TABLES}
         self._writer_properties = {name: lakehouse.writer_properties(name) for name in TABLES}
         self._default_properties = lakehouse.writer_properties()
+        self._encoders: ThreadPoolExecutor | None = None  # see `spread`
+
+    def spread(self) -> None:
+        """From now on, encode each append's partition files on every core at once. For the
+        last commits at shutdown, when nothing else wants the CPU; under load the same
+        parallelism cost more CPU per span than it gained (README, Performance)."""
+        if self._encoders is None:
+            self._encoders = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="encode")
 
     def _properties(self, table_name: str) -> WriterProperties:
         return self._writer_properties.get(table_name, self._default_properties)
@@ -229,6 +239,7 @@ class DeltaRsEngine:
             lake.compression,
             lake.compression_level,
             stats_columns(table),
+            self._encoders,
         )
         now_ms = int(time.time() * 1000)
         read_version = table.version()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -103,3 +104,33 @@ def test_statistics_equal_delta_rs_own(tmp_path: Path) -> None:
             for column, value in ours[kind].items():
                 assert theirs[kind][column] == value, (kind, column)
         assert {"trace_id", "start_time", "start_time_unix_nano"} <= set(ours["minValues"])
+
+
+def test_files_encoded_on_a_pool_are_those_written_one_by_one(tmp_path: Path) -> None:
+    """At shutdown the last commits encode their partition files on every core
+    (DeltaRsEngine.spread): the same files, in the same order, as written one by one."""
+    spec = TABLES["spans"]
+    rows = with_services(pa.concat_tables([corpus_tables()["spans"]] * 4))
+    partition_by = Lakehouse(str(tmp_path / "lake")).partition_by
+
+    def write(directory: str, pool: ThreadPoolExecutor | None):
+        (tmp_path / directory).mkdir()
+        filesystem = table_filesystem(str(tmp_path / directory), None)
+        files = write_partitioned(
+            rows, spec.schema, partition_by, filesystem, spec.layout, "ZSTD", 3, None, pool
+        )
+        return filesystem, files
+
+    alone_fs, alone = write("alone", None)
+    with ThreadPoolExecutor(2) as pool:
+        spread_fs, spread = write("spread", pool)
+    assert len(alone) == len(spread) >= len(AWKWARD)
+    for one, other in zip(alone, spread, strict=True):
+        assert (one.partition_values, one.rows, one.stats) == (
+            other.partition_values,
+            other.rows,
+            other.stats,
+        )
+        assert pq.read_table(one.path, filesystem=alone_fs).equals(
+            pq.read_table(other.path, filesystem=spread_fs)
+        )
