@@ -130,6 +130,9 @@ class SparkEngine:
         frame = self.session.createDataFrame(data)
         return self.append_frame(table_name, frame, app_transaction)
 
+    def spread(self) -> None:
+        """Nothing to change: Spark's writes already run on every core of its cluster."""
+
     def append_frame(
         self,
         table_name: str,
