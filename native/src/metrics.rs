@@ -41,6 +41,18 @@ const KINDS: [(Kind, &str); 5] = [
 ];
 
 impl Kind {
+    /// The type whose message is field `number` of a Metric (its `data` oneof).
+    fn of_data_field(number: u32) -> Option<Kind> {
+        match number {
+            5 => Some(Kind::Gauge),
+            7 => Some(Kind::Sum),
+            9 => Some(Kind::Histogram),
+            10 => Some(Kind::ExponentialHistogram),
+            11 => Some(Kind::Summary),
+            _ => None,
+        }
+    }
+
     /// Its table's place in `KINDS` (and in the converter's tables).
     fn index(self) -> usize {
         self as usize
@@ -104,34 +116,19 @@ impl<'a> MetricView<'a> {
         let mut data = None;
         let mut reader = wire::fields(bytes);
         while let Some((number, field)) = reader.next_field()? {
-            let kind = match number {
-                1 => {
-                    name = field.string()?;
-                    continue;
+            match number {
+                1 => name = field.string()?,
+                2 => description = field.string()?,
+                3 => unit = field.string()?,
+                12 => metadata.add(&reader, &field)?,
+                _ => {
+                    let Some(kind) = Kind::of_data_field(number) else { continue };
+                    if data.is_some() {
+                        return Err(Fallback); // the oneof twice: protobuf merges or replaces, left to Python
+                    }
+                    data = Some((kind, field.bytes()?));
                 }
-                2 => {
-                    description = field.string()?;
-                    continue;
-                }
-                3 => {
-                    unit = field.string()?;
-                    continue;
-                }
-                12 => {
-                    metadata.add(&reader, &field)?;
-                    continue;
-                }
-                5 => Kind::Gauge,
-                7 => Kind::Sum,
-                9 => Kind::Histogram,
-                10 => Kind::ExponentialHistogram,
-                11 => Kind::Summary,
-                _ => continue,
-            };
-            if data.is_some() {
-                return Err(Fallback); // the oneof given twice: protobuf merges or replaces, left to Python
             }
-            data = Some((kind, field.bytes()?));
         }
         Ok(Self { name, description, unit, metadata: metadata.of(bytes), data })
     }
