@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import zlib
 from dataclasses import dataclass
 
 import zstandard
@@ -82,9 +81,9 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
         if encoding in ("", "identity"):
             decoded = body
         elif encoding == "gzip":
-            decoded = _inflate(body, 16 + zlib.MAX_WBITS, limit)
+            decoded = _inflate(body, 16 + zlib_ng.MAX_WBITS, limit)
         elif encoding in ("deflate", "zlib"):
-            decoded = _inflate(body, zlib.MAX_WBITS, limit)
+            decoded = _inflate(body, zlib_ng.MAX_WBITS, limit)
         elif encoding == "zstd":
             decoded = _unzstd(body, limit)
         else:
