@@ -119,6 +119,7 @@ class GroupCommitBuffer:
         self._not_before: dict[str, float] = {}  # backoff: next attempt per table
         self._bytes = 0  # buffered + being committed
         self._reserved = 0  # requests admitted and still being decoded and converted
+        self._waiting = 0  # requests waiting in `admit` for room that only commits free
         self._freed = asyncio.Event()  # set whenever buffered or reserved bytes go down
         self._wake = asyncio.Event()
         self._closing = False
@@ -185,13 +186,17 @@ class GroupCommitBuffer:
             # commits nothing, and a wake per freeing would spin.
             self._wake.set()
         # every commit wakes every waiter: each checks without raising until its time is up
-        while not self._closing and self._full(nbytes, held):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            self._freed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._freed.wait(), remaining)
+        self._waiting += 1
+        try:
+            while not self._closing and self._full(nbytes, held):
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                self._freed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._freed.wait(), remaining)
+        finally:
+            self._waiting -= 1
         self.reserve(nbytes, held)
 
     def release(self, nbytes: int) -> None:
@@ -353,6 +358,9 @@ class GroupCommitBuffer:
         table's last group: a flush after a busy interval holds several."""
         outcomes: list[Exception | int] = []
         for pending in pendings:
+            # the commits are the bottleneck while requests wait for the memory they free
+            # (or nothing else is left to do): then a commit may use every core
+            self.writer.spread(self._closing or self._waiting > 0)
             started = time.monotonic()
             try:
                 commits = self._commit(name, pending)
@@ -432,7 +440,6 @@ class GroupCommitBuffer:
         """Stop accepting rows, commit everything buffered (on every core: nothing else is
         left to do), answer every waiter."""
         self._closing = True
-        self.writer.spread()
         self._wake.set()
         if self._task is not None:
             await self._task

@@ -63,6 +63,6 @@ class Engines:
         """The bridge's commits (a TableWriter for the buffer)."""
         return self.pick(data.num_rows).append(table_name, data, app_transaction)
 
-    def spread(self) -> None:
-        """The bridge's last commits may use every core (Spark's already do)."""
-        self.delta_rs.spread()
+    def spread(self, wide: bool) -> None:
+        """The bridge's commits may use every core (Spark's always do)."""
+        self.delta_rs.spread(wide)

@@ -99,14 +99,15 @@ class DeltaRsEngine:
         self._locks = {name: threading.Lock() for name in TABLES}
         self._writer_properties = {name: lakehouse.writer_properties(name) for name in TABLES}
         self._default_properties = lakehouse.writer_properties()
-        self._encoders: ThreadPoolExecutor | None = None  # see `spread`
+        self._encoders: ThreadPoolExecutor | None = None  # created by the first `spread`
+        self._wide = False
 
-    def spread(self) -> None:
-        """From now on, encode each append's partition files on every core at once. For the
-        last commits at shutdown, when nothing else wants the CPU; under load the same
-        parallelism cost more CPU per span than it gained (README, Performance)."""
-        if self._encoders is None:
+    def spread(self, wide: bool) -> None:
+        """Wide: encode each append's partition files on every core at once (see
+        TableWriter.spread); otherwise one after another on the committing thread."""
+        if wide and self._encoders is None:
             self._encoders = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="encode")
+        self._wide = wide
 
     def _properties(self, table_name: str) -> WriterProperties:
         return self._writer_properties.get(table_name, self._default_properties)
@@ -239,7 +240,7 @@ class DeltaRsEngine:
             lake.compression,
             lake.compression_level,
             stats_columns(table),
-            self._encoders,
+            self._encoders if self._wide else None,
         )
         now_ms = int(time.time() * 1000)
         read_version = table.version()

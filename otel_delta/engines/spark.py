@@ -130,8 +130,8 @@ class SparkEngine:
         frame = self.session.createDataFrame(data)
         return self.append_frame(table_name, frame, app_transaction)
 
-    def spread(self) -> None:
-        """Nothing to change: Spark's writes already run on every core of its cluster."""
+    def spread(self, wide: bool) -> None:
+        """Nothing to change: Spark's writes always run on every core of its cluster."""
 
     def append_frame(
         self,

@@ -99,6 +99,50 @@ def test_memory_limit_refuses_new_rows(tmp_path: Path) -> None:
     assert sorted(read_table(tmp_path, "spans")["name"].to_pylist()) == ["s1", "s3"]
 
 
+class WidthRecordingWriter(RecordingWriter):
+    """The real writer, remembering whether each commit was told to spread over every core."""
+
+    def __init__(self, lakehouse: Lakehouse) -> None:
+        super().__init__(lakehouse)
+        self.wide = False
+        self.widths: list[bool] = []
+
+    def spread(self, wide: bool) -> None:
+        super().spread(wide)
+        self.wide = wide
+
+    def append(self, table_name: str, data: pa.Table, app_transaction=None) -> int:
+        self.widths.append(self.wide)
+        return super().append(table_name, data, app_transaction)
+
+
+def test_a_commit_spreads_over_every_core_only_while_everything_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    writer = WidthRecordingWriter(Lakehouse(str(tmp_path)))
+
+    async def scenario() -> None:
+        buffer = make_buffer(writer, max_bytes=1, flush_interval_seconds=600)
+        buffer.start()
+        first = asyncio.create_task(buffer.submit(spans(1)))
+        await asyncio.sleep(0)
+        await buffer.flush()  # nobody waits for room: the commit keeps to its thread
+        await first
+        second = asyncio.create_task(buffer.submit(spans(2)))
+        await asyncio.sleep(0)  # buffered: the buffer is full
+        await buffer.admit(100)  # waits for the commit, which spreads
+        buffer.release(100)
+        await second
+        third = asyncio.create_task(buffer.submit(spans(3)))
+        await asyncio.sleep(0)
+        await buffer.close()  # the last commit spreads: nothing else is left to do
+        await third
+
+    asyncio.run(scenario())
+    assert writer.widths == [False, True, True]
+    assert read_table(tmp_path, "spans").num_rows == 3
+
+
 def test_failed_commit_fails_every_waiter(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
