@@ -54,6 +54,28 @@ def test_concatenated_gzip_members() -> None:
     assert decompress(gzip.compress(b"ab") + gzip.compress(b"cd"), "gzip", 10) == b"abcd"
 
 
+def test_a_member_whose_size_is_not_what_its_trailer_says_still_inflates_exactly() -> None:
+    # each member is given the buffer its trailer announces: what follows a member (another
+    # member, zero padding) makes the guess wrong, and the output must not suffer
+    big = random.Random(7).randbytes(300_000) + BODY
+    tail = gzip.compress(b"x")
+    assert decompress(gzip.compress(big) + tail, "gzip", len(big) + 1) == big + b"x"
+    assert decompress(gzip.compress(big) + b"\0" * 16, "gzip", len(big)) == big
+    with pytest.raises(RequestTooLargeError):
+        decompress(gzip.compress(big) + tail, "gzip", len(big))
+
+
+def test_a_trailer_that_lies_is_no_bound() -> None:
+    bomb = bytearray(gzip.compress(b"\0" * (64 * 1024 * 1024)))
+    bomb[-4:] = (10).to_bytes(4, "little")  # "10 bytes": inflating must still stop at the limit
+    with pytest.raises(RequestTooLargeError):
+        decompress(bytes(bomb), "gzip", 1024 * 1024)
+    small = bytearray(gzip.compress(BODY))
+    small[-4:] = (3).to_bytes(4, "little")
+    with pytest.raises(InvalidRequestError, match="cannot decompress"):  # zlib checks it
+        decompress(bytes(small), "gzip", len(BODY))
+
+
 def test_truncated_and_foreign_bodies() -> None:
     with pytest.raises(InvalidRequestError, match="truncated"):
         decompress(gzip.compress(BODY)[:-20], "gzip", len(BODY))
