@@ -30,6 +30,7 @@ from otel_delta.errors import InvalidRequestError, RequestTooLargeError, Unsuppo
 ENCODINGS = ("gzip", "deflate", "zlib", "zstd")
 CHUNK = 1 << 20
 GZIP_TRAILER = 8  # CRC-32 and the member's size modulo 2**32, little-endian
+DEFLATE_MAX_RATIO = 1032  # deflate's output is at most this many times its input
 # smaller bodies are decompressed on the event loop: a thread hop would cost more
 INLINE_BYTES = 64 * 1024
 
@@ -66,6 +67,8 @@ def _inflate(body: bytes, wbits: int, limit: int) -> bytes:
         # output still held back (the guess was short): take it in growing steps
         while not inflater.eof and not inflater.needs_input and size <= limit:
             chunk = inflater.decompress(b"", min(limit + 1 - size, max(size, CHUNK)))
+            if not chunk:
+                break  # no progress: answered as a truncated body below, never a spin
             parts.append(chunk)
             size += len(chunk)
         if size > limit:
@@ -79,10 +82,11 @@ def _inflate(body: bytes, wbits: int, limit: int) -> bytes:
 def _expected(data: bytes, wbits: int) -> int:
     """The output size to allocate for the member at the start of `data`, plus one byte (so
     the stream's end fits and is seen). A gzip member ends with its size modulo 2**32 (the
-    last member's, if several follow: a guess either way, never trusted as a bound); zlib
-    streams say nothing, and OTLP compresses about eightfold."""
+    last member's, if several follow: a guess either way, never trusted as a bound), and no
+    more than deflate's largest ratio is believed, so a small body cannot claim a large
+    buffer; zlib streams say nothing, and OTLP compresses about eightfold."""
     if wbits > zlib_ng.MAX_WBITS and len(data) >= GZIP_TRAILER:
-        return int.from_bytes(data[-4:], "little") + 1
+        return min(int.from_bytes(data[-4:], "little"), DEFLATE_MAX_RATIO * len(data)) + 1
     return 8 * len(data) + 1
 
 

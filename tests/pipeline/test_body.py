@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import random
+import tracemalloc
 import zlib
 
 import pytest
@@ -74,6 +75,19 @@ def test_a_trailer_that_lies_is_no_bound() -> None:
     small[-4:] = (3).to_bytes(4, "little")
     with pytest.raises(InvalidRequestError, match="cannot decompress"):  # zlib checks it
         decompress(bytes(small), "gzip", len(BODY))
+
+
+def test_a_small_body_cannot_claim_a_large_buffer() -> None:
+    liar = bytearray(gzip.compress(b"abc"))
+    liar[-4:] = (15 * 1024 * 1024).to_bytes(4, "little")
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidRequestError):
+            decompress(bytes(liar), "gzip", 64 * 1024 * 1024)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024  # what the body could expand to, not what it claims
 
 
 def test_truncated_and_foreign_bodies() -> None:
