@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pa_fs
@@ -70,6 +71,7 @@ class RewriteOptions:
     compression_level: int = COMPACTION_LEVEL
     max_commit_retries: int = 15
     group_input_bytes: int = GROUP_INPUT_BYTES
+    row_group_rows: int = ROW_GROUP_ROWS  # of the files this module writes
 
 
 @dataclass(frozen=True)
@@ -245,7 +247,7 @@ def cluster_partitions(
     properties = WriterProperties(
         compression=options.compression,  # type: ignore[arg-type]
         compression_level=options.compression_level,
-        max_row_group_size=ROW_GROUP_ROWS,
+        max_row_group_size=options.row_group_rows,
         column_properties=column_properties(layout, clustered=True),
     )
     for values in partitions:
@@ -289,7 +291,7 @@ def rewrite(
     rows = pa.concat_tables(
         [_read(filesystem, unquote(f.path), schema) for f in group], promote_options="default"
     )
-    rows = _cluster(rows, layout)
+    rows = _cluster(rows, layout, options.row_group_rows)
     # paths as delta-rs takes them in actions: decoded (the log holds them percent-encoded,
     # and delta-rs encodes what it is given; an encoded path would name another file)
     first = unquote(group[0].path)
@@ -306,7 +308,7 @@ def rewrite(
     relative = f"{directory}/{name}" if directory else name
     with filesystem.open_output_stream(relative) as sink:
         writer = pq.ParquetWriter(sink, schema, **encoding)
-        writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
+        writer.write_table(rows, row_group_size=options.row_group_rows)
         writer.close()
     add = AddAction(
         path=relative,
@@ -379,8 +381,39 @@ def _read(filesystem: pa_fs.FileSystem, path: str, schema: pa.Schema) -> pa.Tabl
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _cluster(rows: pa.Table, layout: Layout) -> pa.Table:
+def _cluster(rows: pa.Table, layout: Layout, row_group_rows: int) -> pa.Table:
+    """The rows sorted by the layout's cluster key, then, within each row group's share of
+    them, the runs of the key's first column (a trace's spans or log records, a metric's
+    points) put in the order of their first time (`_runs_in_time_order`)."""
     keys = [(c, "ascending") for c in layout.cluster_columns if c in rows.column_names]
     if not keys or rows.num_rows < 2:
         return rows
-    return rows.take(pc.sort_indices(rows, sort_keys=keys))
+    order = pc.sort_indices(rows, sort_keys=keys).to_numpy()
+    if len(keys) > 1:
+        first, then = keys[0][0], keys[1][0]
+        order = order[
+            _runs_in_time_order(rows[first].take(order), rows[then].take(order), row_group_rows)
+        ]
+    return rows.take(order)
+
+
+def _runs_in_time_order(
+    keys: pa.ChunkedArray, times: pa.ChunkedArray, row_group_rows: int
+) -> np.ndarray:
+    """A permutation of rows sorted by (key, time) that keeps each row group's set of rows
+    (so its key range, which a lookup prunes by, stays as narrow) and each run of one key
+    together in its time order, but orders the runs inside a row group by their first time.
+
+    Why: neighbouring rows then have neighbouring times, where sorted by trace id the next
+    trace starts anywhere in the day. bench/storage.py (2026-11-26): spans 35.3 -> 34.5 B,
+    log records 34.0 -> 31.9 B, with the times DELTA_BINARY_PACKED (layout.py)."""
+    n = len(keys)
+    position = np.arange(n)
+    group = position // row_group_rows
+    starts = np.ones(n, dtype=bool)  # a run starts at a change of key or of row group
+    changed = pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True)
+    starts[1:] = changed.to_numpy(zero_copy_only=False) | (group[1:] != group[:-1])
+    run = np.cumsum(starts) - 1
+    first = pc.fill_null(times, 0).to_numpy(zero_copy_only=False)[starts][run]
+    # last key first: row group, run's first time, run (ties keep key order), position
+    return np.lexsort((position, run, first, group))

@@ -15,11 +15,14 @@ Applied to every delta-rs write of a telemetry table (appends, merges, deletes, 
   plain values take 8 bytes before zstd. Measured on 40k spans of bench.common's workload
   written by delta-rs (zstd 3, one file): 68.6 B/span with the writer's defaults, 61.1 with
   this layout (per column, with pyarrow's writer: span_id 11.0 → 8.1 B, each nanosecond time
-  8.2 → 4.7 B). In **clustered** files (sorted by trace id, then time) a trace's times are
-  close but the next trace starts anywhere, so a miniblock of 32 deltas is as wide as its
-  widest jump; there PLAIN values, which zstd compresses with the file's stronger level, are
-  smaller. bench/storage.py's corpus, pyarrow's writer, zstd 15 per service (2026-11-26):
-  clustered spans -4.1% (each time column about 0.75 B/span less), logs -3.2%.
+  8.2 → 4.7 B). In **clustered** files (a closed day Z-ordered by trace id alone) a trace's
+  times are close but the next trace starts anywhere, so a miniblock of 32 deltas is as wide
+  as its widest jump; there PLAIN values, which zstd compresses with the file's stronger
+  level, are smaller. bench/storage.py's corpus, pyarrow's writer, zstd 15 per service
+  (2026-11-26): spans sorted by trace id -4.1% (each time column about 0.75 B/span less),
+  logs -3.2%. Today's compaction puts each row group's traces in the order of their first
+  time (maintenance/compaction.py), so its files keep DELTA_BINARY_PACKED: there it gave
+  spans 34.9 -> 34.5 B and log records 32.8 -> 31.9 against PLAIN (the same session).
   BYTE_STREAM_SPLIT was smaller still (spans -6.3% with the duration too), but Spark 4.0's
   vectorized Parquet reader refuses it ("Unsupported encoding: BYTE_STREAM_SPLIT"), so no
   column uses it.
@@ -72,16 +75,19 @@ INGEST_LEVEL = 1
 class Layout:
     """Column encodings of one table's files, and the row order compaction gives them.
 
-    Two kinds of file: as ingestion writes them (rows in arrival order) and as compaction
-    writes them (`clustered`: rows sorted by `cluster_columns`). Some encodings pay in one
-    kind and cost in the other, so a few settings apply to one kind only."""
+    Three kinds of file: as ingestion writes them (rows in arrival order), as today's
+    compaction writes them (row groups by `cluster_columns`, each in near time order) and as a
+    closed day's Z-order leaves them (`clustered`: sorted by the first cluster column alone).
+    Some encodings pay in one kind and cost in another, so a few settings apply to some kinds
+    only."""
 
     # values seldom repeat within a page: no dictionary (for a nested column, for its leaves)
     plain_columns: tuple[str, ...] = ()
-    # no dictionary in files in arrival order only (their leaves); clustered files keep it
+    # no dictionary in files in arrival order only (their leaves); compacted files keep it
     arrival_plain_columns: tuple[str, ...] = ()
     delta_columns: tuple[str, ...] = ()  # int64 times: DELTA_BINARY_PACKED in every file
-    # int64 times: DELTA_BINARY_PACKED in arrival order, PLAIN (no dictionary) when clustered
+    # int64 times: DELTA_BINARY_PACKED in near time order, PLAIN (no dictionary) when
+    # Z-ordered by the first cluster column alone
     arrival_delta_columns: tuple[str, ...] = ()
     cluster_columns: tuple[str, ...] = ()  # compaction sorts rows by these (maintenance)
     # the columns whose min/max/null counts the Delta log records (delta.dataSkippingStatsColumns)
@@ -106,8 +112,10 @@ def parquet_options(
     every page header and footer: without them bench/storage.py's first-written spans were
     2.1% smaller, logs 1.9%.
 
-    `clustered`: the rows are sorted by the layout's cluster key (compaction's files)."""
-    encodings = column_encodings(layout, clustered=clustered)
+    `clustered`: compaction's files, whose rows are grouped by the layout's cluster key (the
+    resource's columns keep their dictionary); their times stay in near time order, so they
+    keep the arrival encodings."""
+    encodings = column_encodings(layout)
     plain = set(layout.plain_columns) | set(encodings)
     if not clustered:
         plain |= set(layout.arrival_plain_columns)
@@ -138,7 +146,7 @@ def parquet_options(
 
 def column_encodings(layout: Layout, *, clustered: bool = False) -> dict[str, str]:
     """The non-default encodings of a layout, by top-level column, for files in arrival order
-    or `clustered` (sorted by the cluster key)."""
+    or `clustered` (sorted by the cluster key alone: delta-rs's Z-order of a closed day)."""
     arrival = "PLAIN" if clustered else "DELTA_BINARY_PACKED"
     return {
         **{name: "DELTA_BINARY_PACKED" for name in layout.delta_columns},

@@ -101,9 +101,9 @@ def test_rewrite_keeps_every_row_once_sorted_with_delta_rs_statistics(
     assert len(files) == 1 and files[0].path.rsplit("/", 1)[1].startswith("clustered-")
     assert dict(files[0].partition)["service_name"] == service
     local = pq.read_table(tmp_path / "spans" / unquote(files[0].path))
-    ids, starts = local["trace_id"].to_pylist(), local["start_time_unix_nano"].to_pylist()
-    keys = list(zip(ids, starts, strict=True))
-    assert keys == sorted(keys)
+    # one span per trace here: one row group in time order (the trace order: the next test)
+    starts = local["start_time_unix_nano"].to_pylist()
+    assert len(set(local["trace_id"].to_pylist())) == 600 and starts == sorted(starts)
     assert (
         pq.read_metadata(tmp_path / "spans" / unquote(files[0].path))
         .row_group(0)
@@ -129,6 +129,74 @@ def test_rewrite_keeps_every_row_once_sorted_with_delta_rs_statistics(
             assert theirs[kind][column] == value, (kind, column)
     assert {"trace_id", "start_time", "start_time_unix_nano"} <= set(ours["minValues"])
     assert "status_message" not in ours["maxValues"]  # 200 characters: left out
+
+
+def traces(rng: random.Random, count: int, day: dt.date, first: int) -> pa.Table:
+    """`count` traces of 1-7 spans each, each trace's spans within a second of its start,
+    the traces anywhere in an hour, rows in random order."""
+    base = int(dt.datetime.combine(day, dt.time(1), tzinfo=dt.UTC).timestamp()) * 10**9
+    rows = []
+    for _ in range(count):
+        trace_id, start = f"{rng.getrandbits(128):032x}", base + rng.randrange(3_600 * 10**9)
+        for _ in range(rng.randint(1, 7)):
+            begins = start + rng.randrange(10**9)
+            rows.append(
+                {
+                    "service_name": "svc",
+                    "date": day,
+                    "trace_id": trace_id,
+                    "span_id": f"{first + len(rows):016x}",
+                    "start_time_unix_nano": begins,
+                    "start_time": dt.datetime.fromtimestamp(begins // 10**9, dt.UTC),
+                }
+            )
+    rng.shuffle(rows)
+    return pa.Table.from_pylist(rows, schema=SPANS)
+
+
+def test_each_row_group_keeps_a_trace_id_range_with_its_traces_in_time_order(
+    tmp_path: Path,
+) -> None:
+    """Compaction sorts by trace id, cuts row groups, then orders the traces inside each row
+    group by their first span: a lookup still prunes row groups by trace id range, and
+    neighbouring rows have neighbouring times (smaller files)."""
+    table = spans_table(tmp_path)
+    rng = random.Random(11)
+    written = [traces(rng, 40, utc_today(), 1_000 * c) for c in range(6)]
+    for batch in written:
+        table.bulk_insert(batch)
+    options = compaction.RewriteOptions(row_group_rows=100)
+
+    result = compaction.compact(table.delta(), LAYOUT, options, older_than_ms=LATER_MS)
+
+    rows = sum(batch.num_rows for batch in written)
+    assert (result.files_added, result.rows) == (1, rows) and rows > 500
+    (file,) = compaction.candidates(DeltaTable(table.uri))
+    parquet = pq.ParquetFile(tmp_path / "spans" / unquote(file.path))
+    assert parquet.metadata.num_rows == rows
+    assert parquet.metadata.num_row_groups == -(-rows // 100)
+    previous_max = ""
+    for g in range(parquet.metadata.num_row_groups):
+        group = parquet.read_row_group(g, columns=["trace_id", "start_time_unix_nano"])
+        ids = group["trace_id"].to_pylist()
+        starts = group["start_time_unix_nano"].to_pylist()
+        # the row groups hold consecutive trace id ranges (a trace may straddle a boundary)
+        assert min(ids) >= previous_max
+        previous_max = max(ids)
+        # inside one: each trace's rows together, in time order; traces by their first span
+        runs: list[list[int]] = []
+        order: list[str] = []
+        for index, trace_id in enumerate(ids):
+            if index == 0 or trace_id != ids[index - 1]:
+                runs.append([])
+                order.append(trace_id)
+            runs[-1].append(starts[index])
+        assert len(runs) == len(set(ids)) > 1, g
+        assert all(run == sorted(run) for run in runs)
+        firsts = [run[0] for run in runs]
+        assert firsts == sorted(firsts) and order != sorted(order), g
+    stored = DeltaTable(table.uri).to_pyarrow_table()
+    assert by_span(stored) == by_span(pa.concat_tables(written))
 
 
 def test_young_and_already_clustered_files_are_left(tmp_path: Path) -> None:
@@ -280,6 +348,16 @@ def test_closed_partitions_are_sorted_by_trace_id_across_files_once(tmp_path: Pa
     assert len(closed) >= 3
     closed.sort()
     assert all(closed[i][0] > closed[i - 1][1] for i in range(1, len(closed)))  # disjoint
+    # sorted by trace id alone, the next trace starts anywhere: times PLAIN (layout.py)
+    for uri in DeltaTable(table.uri).file_uris():
+        if f"date={yesterday}" in uri:
+            group = pq.ParquetFile(uri.removeprefix("file://")).metadata.row_group(0)
+            (times,) = (
+                group.column(i).encodings
+                for i in range(group.num_columns)
+                if group.column(i).path_in_schema == "start_time_unix_nano"
+            )
+            assert "DELTA_BINARY_PACKED" not in times and "PLAIN" in times, times
     rows = DeltaTable(table.uri).to_pyarrow_table()
     assert by_span(rows.filter(pa.compute.equal(rows["date"], yesterday))) == by_span(written)
 

@@ -108,10 +108,14 @@ def test_the_writer_encodes_columns_by_the_layout(tmp_path: Path) -> None:
     assert not {path for path in with_stats if "." in path}, with_stats
 
 
-def test_compaction_writes_times_plain_and_keeps_the_resource_dictionary(tmp_path: Path) -> None:
-    """The two kinds of file: as ingested (arrival order) the times are DELTA_BINARY_PACKED and
-    the resource's columns have no dictionary; as compaction clusters them (sorted by trace id)
-    the times are PLAIN and the resource's columns have their dictionary back."""
+def test_compaction_keeps_times_delta_encoded_and_gives_the_resource_its_dictionary(
+    tmp_path: Path,
+) -> None:
+    """As ingested (arrival order) the times are DELTA_BINARY_PACKED and the resource's
+    columns have no dictionary; as today's compaction writes them (each row group's traces in
+    time order) the times stay DELTA_BINARY_PACKED and the resource's columns have their
+    dictionary back. (A closed day's Z-order, sorted by trace id alone, writes the times
+    PLAIN: tests/maintenance/test_compaction.py.)"""
     data = spans_table()
     engine = DeltaRsEngine(Lakehouse(str(tmp_path)))
     half = data.num_rows // 2
@@ -152,8 +156,8 @@ def test_compaction_writes_times_plain_and_keeps_the_resource_dictionary(tmp_pat
     assert done.files_removed == 2 and done.files_added == 1
     (clustered,) = encodings_of_live_files()
     for name in times:
-        assert "DELTA_BINARY_PACKED" not in clustered[name], (name, clustered[name])
-        assert "PLAIN" in clustered[name] and not clustered[name] & dictionary, name
+        assert "DELTA_BINARY_PACKED" in clustered[name], (name, clustered[name])
+        assert not clustered[name] & dictionary, name
     assert clustered["resource_attributes.key_value.key"] & dictionary
     stored = DeltaTable(str(tmp_path / "spans")).to_pyarrow_table()
     assert sorted(stored["span_id"].to_pylist()) == sorted(data["span_id"].to_pylist())
