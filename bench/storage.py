@@ -42,6 +42,7 @@ from otel_delta import DeltaConfig, DeltaLakeConnector
 from otel_delta.convert import metrics_to_arrow
 from otel_delta.convert.native import native_converter
 from otel_delta.maintenance import compaction
+from otel_delta.maintenance.tasks import TablePolicy
 from otel_delta.tables import TABLES
 from otel_delta.tables.layout import COMPACTION_LEVEL, INGEST_LEVEL
 
@@ -153,6 +154,14 @@ def measure(corpus: Corpus, level: int) -> dict:
                 figures["columns"][name] = column_bytes(lake, name)
             for name in TABLES_OF[signal]:
                 if (lake / name / "_delta_log").exists():
+                    # once the day is over: clustered across the partition, then bin-packed
+                    compaction.cluster_partitions(
+                        DeltaTable(str(lake / name)),
+                        TABLES[name].layout,
+                        options,
+                        include=lambda values: True,
+                        target_size=TablePolicy().target_file_size,
+                    )
                     connector.table(name).optimize()
             row["closed"], row["closed_files"] = table_bytes(lake, TABLES_OF[signal])
             figures["signals"][signal] = row
