@@ -32,7 +32,6 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
@@ -40,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
-from deltalake import DeltaTable, WriterProperties
+from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from otel_delta.engines.data_files import (
@@ -51,7 +50,6 @@ from otel_delta.engines.data_files import (
     plain_parquet,
     stats_columns,
 )
-from otel_delta.lakehouse import column_properties
 from otel_delta.tables.layout import COMPACTION_LEVEL, Layout, parquet_options
 
 ROW_GROUP_ROWS = 128 * 1024  # rows per row group of a compacted file: narrow trace id ranges
@@ -59,7 +57,6 @@ ROW_GROUP_ROWS = 128 * 1024  # rows per row group of a compacted file: narrow tr
 # telemetry is ~20x its zstd size in Arrow (measured: 1,254 B/span in Arrow, ~62 on disk), so
 # 8 MiB of files is ~160 MiB of Arrow, twice that while sorting.
 GROUP_INPUT_BYTES = 8 * 1024 * 1024
-MAX_SPILL_BYTES = 256 * 1024 * 1024  # memory of a closed partition's sort before it spills
 CLUSTERED_PREFIX = "clustered-"  # names the files this module writes: never rewritten by it
 
 
@@ -193,78 +190,6 @@ def compact(
     return total
 
 
-def unclustered_partitions(
-    delta: DeltaTable, column: str, include: Callable[[dict[str, str | None]], bool]
-) -> list[dict[str, str]]:
-    """Partitions passing `include` whose files' `column` ranges overlap (from the log's
-    statistics): after clustering a partition's files hold disjoint ranges, so a partition is
-    clustered again only when files were added to it since (late data, a backfill)."""
-    actions = pa.table(delta.get_add_actions(flatten=True))
-    if f"min.{column}" not in actions.column_names:
-        return []
-    ranges: dict[tuple[tuple[str, str | None], ...], list[tuple[Any, Any]]] = defaultdict(list)
-    for file, low, high in zip(
-        candidates(delta),
-        actions.column(f"min.{column}").to_pylist(),
-        actions.column(f"max.{column}").to_pylist(),
-        strict=True,
-    ):
-        values = dict(file.partition)
-        if include(values) and None not in values.values():
-            ranges[file.partition].append((low, high))
-    chosen = []
-    for partition, spans in ranges.items():
-        if len(spans) < 2:
-            continue
-        if any(low is None or high is None for low, high in spans):
-            chosen.append(partition)  # a file without statistics: cannot tell
-            continue
-        spans.sort()
-        if any(spans[i][0] < spans[i - 1][1] for i in range(1, len(spans))):
-            chosen.append(partition)
-    return [{k: v for k, v in p if v is not None} for p in chosen]
-
-
-def cluster_partitions(
-    delta: DeltaTable,
-    layout: Layout,
-    options: RewriteOptions,
-    *,
-    include: Callable[[dict[str, str | None]], bool],
-    target_size: int,
-    max_spill_bytes: int = MAX_SPILL_BYTES,
-) -> CompactionResult:
-    """Sort each unclustered partition passing `include` by the layout's first cluster column
-    across all its files (delta-rs Z-order on one column: a sort that spills to disk beyond
-    `max_spill_bytes`), into target-size files with disjoint ranges: a trace lookup then opens
-    one file per partition, found by the log's statistics. `partitions` of the result counts
-    the partitions clustered."""
-    done = CompactionResult()
-    if not layout.cluster_columns:
-        return done
-    column = layout.cluster_columns[0]
-    partitions = unclustered_partitions(delta, column, include)
-    properties = WriterProperties(
-        compression=options.compression,  # type: ignore[arg-type]
-        compression_level=options.compression_level,
-        max_row_group_size=options.row_group_rows,
-        column_properties=column_properties(layout, clustered=True),
-    )
-    for values in partitions:
-        metrics = delta.optimize.z_order(
-            [column],
-            partition_filters=[(k, "=", v) for k, v in values.items()],
-            target_size=target_size,
-            max_spill_size=max_spill_bytes,
-            writer_properties=properties,
-            commit_properties=CommitProperties(max_commit_retries=options.max_commit_retries),
-        )
-        done.partitions += 1
-        done.files_removed += int(metrics.get("numFilesRemoved", 0))
-        done.files_added += int(metrics.get("numFilesAdded", 0))
-    return done
-
-
 def table_filesystem(delta: DeltaTable) -> pa_fs.FileSystem:
     """A pyarrow file system rooted at the table: pyarrow's own for a local table (delta-rs's
     is implemented in Python), delta-rs's (every object store it reaches) otherwise."""
@@ -289,9 +214,9 @@ def rewrite(
         [f for f in pa.schema(delta.schema().to_arrow()) if f.name not in partition_columns]
     )
     rows = pa.concat_tables(
-        [_read(filesystem, unquote(f.path), schema) for f in group], promote_options="default"
+        [read_rows(filesystem, unquote(f.path), schema) for f in group], promote_options="default"
     )
-    rows = _cluster(rows, layout, options.row_group_rows)
+    rows = cluster_rows(rows, layout, options.row_group_rows)
     # paths as delta-rs takes them in actions: decoded (the log holds them percent-encoded,
     # and delta-rs encodes what it is given; an encoded path would name another file)
     first = unquote(group[0].path)
@@ -318,30 +243,7 @@ def rewrite(
         data_change=False,
         stats=footer_stats(footer(filesystem, relative), schema, with_stats),
     )
-    removes = [
-        RemoveAction(
-            path=unquote(f.path),
-            data_change=False,
-            deletion_timestamp=now_ms,
-            size=f.size,
-            partition_values=partition_values,
-        )
-        for f in group
-    ]
-    try:
-        delta.create_write_transaction(
-            [*removes, add],
-            mode="append",
-            schema=delta.schema(),
-            partition_by=list(delta.metadata().partition_columns) or None,
-            commit_properties=CommitProperties(
-                max_commit_retries=options.max_commit_retries,
-                custom_metadata={"otel_delta.operation": "compaction"},
-            ),
-        )
-    except BaseException:
-        _discard_unless_committed(delta, filesystem, relative)
-        raise
+    commit_swap(delta, filesystem, group, [add], options)
     return CompactionResult(
         files_removed=len(group),
         files_added=1,
@@ -351,27 +253,70 @@ def rewrite(
     )
 
 
-def _discard_unless_committed(
-    delta: DeltaTable, filesystem: pa_fs.FileSystem, relative: str
+def commit_swap(
+    delta: DeltaTable,
+    filesystem: pa_fs.FileSystem,
+    inputs: Sequence[Candidate],
+    outputs: Sequence[AddAction],
+    options: RewriteOptions,
 ) -> None:
-    """Delete the file of a failed commit, unless the commit did land after all (an answer
+    """One commit that removes `inputs` and adds `outputs` (files already written, the same
+    rows), dataChange=false. If it fails, the outputs are deleted (`_discard_unless_committed`)
+    and the error raised."""
+    now_ms = int(time.time() * 1000)
+    removes = [
+        RemoveAction(
+            path=unquote(f.path),
+            data_change=False,
+            deletion_timestamp=now_ms,
+            size=f.size,
+            partition_values=dict(f.partition),
+        )
+        for f in inputs
+    ]
+    try:
+        delta.create_write_transaction(
+            [*removes, *outputs],
+            mode="append",
+            schema=delta.schema(),
+            partition_by=list(delta.metadata().partition_columns) or None,
+            commit_properties=CommitProperties(
+                max_commit_retries=options.max_commit_retries,
+                custom_metadata={"otel_delta.operation": "compaction"},
+            ),
+        )
+    except BaseException:
+        _discard_unless_committed(delta, filesystem, [add.path for add in outputs])
+        raise
+
+
+def _discard_unless_committed(
+    delta: DeltaTable, filesystem: pa_fs.FileSystem, written: Sequence[str]
+) -> None:
+    """Delete the files of a failed commit, unless the commit did land after all (an answer
     lost on the way back from an object store): the log is read again before deleting, and a
     file whose fate is unknown is left (unreferenced, it harms nothing)."""
     try:
         delta.update_incremental()
-        if relative not in {unquote(c.path) for c in candidates(delta)}:
-            filesystem.delete_file(relative)
+        live = {unquote(c.path) for c in candidates(delta)}
+        for relative in written:
+            if relative not in live:
+                filesystem.delete_file(relative)
     except Exception:  # the error being raised is the one to report
         return
 
 
-def _read(filesystem: pa_fs.FileSystem, path: str, schema: pa.Schema) -> pa.Table:
-    """A file's rows in the table schema (columns added since it was written come back null;
-    string_view and large types written by other writers are cast to the table's)."""
+def read_rows(filesystem: pa_fs.FileSystem, path: str, schema: pa.Schema) -> pa.Table:
+    """A file's rows in the table schema (`conform`)."""
     # ParquetFile, not pq.read_table: that goes through pyarrow.dataset, whose import loads
     # pandas into the bridge (otel_delta/nopandas.py)
     with filesystem.open_input_file(path) as file:
-        table = pq.ParquetFile(file).read()
+        return conform(pq.ParquetFile(file).read(), schema)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Rows read from a file in the table schema: columns added since it was written come
+    back null; string_view and large types written by other writers are cast to the table's."""
     columns = []
     for field in schema:
         if field.name in table.column_names:
@@ -381,7 +326,7 @@ def _read(filesystem: pa_fs.FileSystem, path: str, schema: pa.Schema) -> pa.Tabl
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _cluster(rows: pa.Table, layout: Layout, row_group_rows: int) -> pa.Table:
+def cluster_rows(rows: pa.Table, layout: Layout, row_group_rows: int) -> pa.Table:
     """The rows sorted by the layout's cluster key, then, within each row group's share of
     them, the runs of the key's first column (a trace's spans or log records, a metric's
     points) put in the order of their first time (`_runs_in_time_order`)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from otel_delta.errors import describe
-from otel_delta.maintenance import compaction
+from otel_delta.maintenance import closed_days, compaction
 from otel_delta.metrics import MAINTENANCE_RUNS, MAINTENANCE_SECONDS
 from otel_delta.tables import TABLES
 from otel_delta.tables.layout import COMPACTION_LEVEL
@@ -120,7 +120,7 @@ def maintain_table(
     if policy.optimize and by_date and layout.cluster_columns:
 
         def cluster() -> None:
-            result = compaction.cluster_partitions(
+            result = closed_days.cluster_partitions(
                 table.delta(),
                 layout,
                 options,

@@ -311,61 +311,6 @@ def test_maintenance_round_clusters_todays_old_files(tmp_path: Path) -> None:
     assert off.open_files_compacted == 0
 
 
-def trace_ranges(uri: str) -> list[tuple[str, str]]:
-    actions = pa.table(DeltaTable(uri).get_add_actions(flatten=True))
-    return sorted(
-        zip(
-            actions.column("min.trace_id").to_pylist(),
-            actions.column("max.trace_id").to_pylist(),
-            strict=True,
-        )
-    )
-
-
-def test_closed_partitions_are_sorted_by_trace_id_across_files_once(tmp_path: Path) -> None:
-    table = spans_table(tmp_path)
-    yesterday = utc_today() - dt.timedelta(days=1)
-    written = fill(table, commits=8, per_commit=400, day=yesterday)
-    fill(table, commits=2)  # today's: left to the open-partition compaction
-    assert len(trace_ranges(table.uri)) == 10
-    # target size small enough that the partition becomes several files
-    policy = TablePolicy(vacuum=False, checkpoint=False, target_file_size=64 * 1024)
-
-    report = maintain_table(table, policy)
-
-    assert report.errors == [] and report.partitions_clustered == 1
-    actions = pa.table(DeltaTable(table.uri).get_add_actions(flatten=True))
-    closed = [
-        (low, high)
-        for low, high, day in zip(
-            actions.column("min.trace_id").to_pylist(),
-            actions.column("max.trace_id").to_pylist(),
-            actions.column("partition.date").to_pylist(),
-            strict=True,
-        )
-        if day == yesterday
-    ]
-    assert len(closed) >= 3
-    closed.sort()
-    assert all(closed[i][0] > closed[i - 1][1] for i in range(1, len(closed)))  # disjoint
-    # sorted by trace id alone, the next trace starts anywhere: times PLAIN (layout.py)
-    for uri in DeltaTable(table.uri).file_uris():
-        if f"date={yesterday}" in uri:
-            group = pq.ParquetFile(uri.removeprefix("file://")).metadata.row_group(0)
-            (times,) = (
-                group.column(i).encodings
-                for i in range(group.num_columns)
-                if group.column(i).path_in_schema == "start_time_unix_nano"
-            )
-            assert "DELTA_BINARY_PACKED" not in times and "PLAIN" in times, times
-    rows = DeltaTable(table.uri).to_pyarrow_table()
-    assert by_span(rows.filter(pa.compute.equal(rows["date"], yesterday))) == by_span(written)
-
-    version = DeltaTable(table.uri).version()
-    again = maintain_table(table, policy)
-    assert again.partitions_clustered == 0 and DeltaTable(table.uri).version() == version
-
-
 def test_a_table_with_deletion_vectors_is_left_to_delta_rs(tmp_path: Path) -> None:
     """Raw Parquet reads would bring back rows a deletion vector hides (Spark can turn them
     on): such a table is never rewritten by this compaction."""

@@ -1,0 +1,158 @@
+"""A closed day's partitions sorted by trace id across their files: every row once, disjoint
+file ranges, our writer's encodings, delta-rs's Z-order where our reader cannot go."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.table import TableFeatures
+
+from otel_delta.maintenance import closed_days, compaction
+from otel_delta.maintenance.tasks import TablePolicy, maintain_table, utc_today
+from otel_delta.tables import TABLES
+from tests.maintenance.test_compaction import by_span, fill, spans_table, traces
+
+LAYOUT_SPANS = TABLES["spans"].layout
+
+
+def trace_ranges(uri: str) -> list[tuple[str, str]]:
+    actions = pa.table(DeltaTable(uri).get_add_actions(flatten=True))
+    return sorted(
+        zip(
+            actions.column("min.trace_id").to_pylist(),
+            actions.column("max.trace_id").to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def closed_files(uri: str, day: dt.date) -> list[tuple[str, str, str]]:
+    """(min trace id, max trace id, local path) of the day's live files, by range."""
+    actions = pa.table(DeltaTable(uri).get_add_actions(flatten=True))
+    return sorted(
+        (low, high, f"{uri}/{path}")
+        for low, high, path, date in zip(
+            actions.column("min.trace_id").to_pylist(),
+            actions.column("max.trace_id").to_pylist(),
+            actions.column("path").to_pylist(),
+            actions.column("partition.date").to_pylist(),
+            strict=True,
+        )
+        if date == day
+    )
+
+
+def encodings_of(path: str, column: str) -> tuple[str, ...]:
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    (found,) = (
+        group.column(i).encodings
+        for i in range(group.num_columns)
+        if group.column(i).path_in_schema == column
+    )
+    return found
+
+
+def test_closed_partitions_are_sorted_by_trace_id_across_files_once(tmp_path: Path) -> None:
+    table = spans_table(tmp_path)
+    yesterday = utc_today() - dt.timedelta(days=1)
+    written = fill(table, commits=8, per_commit=400, day=yesterday)
+    fill(table, commits=2)  # today's: left to the open-partition compaction
+    assert len(trace_ranges(table.uri)) == 10
+    # target size small enough that the partition becomes several files
+    policy = TablePolicy(vacuum=False, checkpoint=False, target_file_size=64 * 1024)
+
+    report = maintain_table(table, policy)
+
+    assert report.errors == [] and report.partitions_clustered == 1
+    closed = closed_files(table.uri, yesterday)
+    assert len(closed) >= 3
+    assert all(closed[i][0] > closed[i - 1][1] for i in range(1, len(closed)))  # disjoint
+    rows = DeltaTable(table.uri).to_pyarrow_table()
+    assert by_span(rows.filter(pc.equal(rows["date"], yesterday))) == by_span(written)
+    # written by our writer, as today's compaction writes: times delta-encoded in row groups
+    # in time order, each file about the target size or less
+    for _low, _high, path in closed:
+        assert Path(path).name.startswith(compaction.CLUSTERED_PREFIX)
+        assert pq.ParquetFile(path).metadata.created_by.startswith("parquet-cpp-arrow")
+        assert "DELTA_BINARY_PACKED" in encodings_of(path, "start_time_unix_nano")
+        assert Path(path).stat().st_size < 2 * 64 * 1024
+
+    version = DeltaTable(table.uri).version()
+    again = maintain_table(table, policy)
+    assert again.partitions_clustered == 0 and DeltaTable(table.uri).version() == version
+
+
+def test_a_partition_of_many_buckets_is_sorted_through_spill_files(tmp_path: Path) -> None:
+    """Buckets far smaller than the partition (so rows go through many spill files), traces
+    of several spans, and rows whose trace id is null: every row once, the file's row groups
+    in trace id order, each trace's rows in a row group together."""
+    table = spans_table(tmp_path)
+    yesterday = utc_today() - dt.timedelta(days=1)
+    rng = random.Random(5)
+    batches = [traces(rng, 60, yesterday, 1_000 * c) for c in range(8)]
+    orphans = batches[0].slice(0, 5)
+    orphans = orphans.set_column(
+        orphans.schema.get_field_index("trace_id"), "trace_id", pa.nulls(5, pa.string())
+    )
+    span_id = orphans.schema.get_field_index("span_id")
+    ids = pa.array([f"orphan-{i}" for i in range(5)])
+    batches.append(orphans.set_column(span_id, "span_id", ids))
+    for batch in batches:
+        table.bulk_insert(batch)
+    delta = table.delta()
+    files = compaction.candidates(delta)
+    options = compaction.RewriteOptions(group_input_bytes=4 * 1024, row_group_rows=64)
+    buckets = closed_days._buckets(files, options, 1 << 30)
+    assert buckets >= 8
+
+    result = closed_days.sort_partition(delta, files, LAYOUT_SPANS, options, target_size=1 << 30)
+
+    total = sum(batch.num_rows for batch in batches)
+    assert (result.files_removed, result.files_added, result.rows) == (len(files), 1, total)
+    stored = DeltaTable(table.uri).to_pyarrow_table()
+    assert by_span(stored) == by_span(pa.concat_tables(batches))
+    ((_low, _high, path),) = closed_files(table.uri, yesterday)
+    parquet = pq.ParquetFile(path)
+    assert parquet.metadata.num_row_groups > buckets // 2
+    previous = ""
+    for g in range(parquet.metadata.num_row_groups):
+        ids = parquet.read_row_group(g, columns=["trace_id"])["trace_id"].to_pylist()
+        present = [i for i in ids if i is not None]
+        if present:
+            assert min(present) >= previous, g
+            previous = max(present)
+        runs = [i for n, i in enumerate(ids) if n == 0 or i != ids[n - 1]]
+        assert len(runs) == len(set(runs)), g  # a trace's rows in a row group: one run
+    assert ids.count(None) == 5  # null trace ids sort last, as pyarrow sorts them
+
+
+def test_a_table_with_deletion_vectors_is_left_to_delta_rs_z_order(tmp_path: Path) -> None:
+    """Our reader would bring back rows a deletion vector hides: delta-rs sorts such a table's
+    closed days, by trace id alone, with the times PLAIN (layout.py)."""
+    table = spans_table(tmp_path)
+    yesterday = utc_today() - dt.timedelta(days=1)
+    written = fill(table, commits=4, per_commit=200, day=yesterday)
+    table.delta().alter.add_feature(
+        TableFeatures.DeletionVectors, allow_protocol_versions_increase=True
+    )
+
+    result = closed_days.cluster_partitions(
+        table.delta(),
+        LAYOUT_SPANS,
+        compaction.RewriteOptions(),
+        include=lambda values: True,
+        target_size=1 << 30,
+    )
+
+    assert result.partitions == 1 and result.files_removed == 4
+    ((_low, _high, path),) = closed_files(table.uri, yesterday)
+    assert pq.ParquetFile(path).metadata.created_by.startswith("parquet-rs")
+    times = encodings_of(path, "start_time_unix_nano")
+    assert "DELTA_BINARY_PACKED" not in times and "PLAIN" in times, times
+    assert by_span(pq.read_table(path)) == by_span(written)  # no row deleted: the file is all
