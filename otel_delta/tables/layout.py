@@ -15,14 +15,16 @@ Applied to every delta-rs write of a telemetry table (appends, merges, deletes, 
   plain values take 8 bytes before zstd. Measured on 40k spans of bench.common's workload
   written by delta-rs (zstd 3, one file): 68.6 B/span with the writer's defaults, 61.1 with
   this layout (per column, with pyarrow's writer: span_id 11.0 → 8.1 B, each nanosecond time
-  8.2 → 4.7 B). In **clustered** files (a closed day Z-ordered by trace id alone) a trace's
+  8.2 → 4.7 B). In **clustered** files (sorted by trace id alone: delta-rs's Z-order, which
+  sorts a closed day of a table our reader cannot read, maintenance/closed_days.py) a trace's
   times are close but the next trace starts anywhere, so a miniblock of 32 deltas is as wide
   as its widest jump; there PLAIN values, which zstd compresses with the file's stronger
   level, are smaller. bench/storage.py's corpus, pyarrow's writer, zstd 15 per service
   (2026-11-26): spans sorted by trace id -4.1% (each time column about 0.75 B/span less),
-  logs -3.2%. Today's compaction puts each row group's traces in the order of their first
-  time (maintenance/compaction.py), so its files keep DELTA_BINARY_PACKED: there it gave
-  spans 34.9 -> 34.5 B and log records 32.8 -> 31.9 against PLAIN (the same session).
+  logs -3.2%. Our compaction (today's, and a closed day's) puts each row group's traces in
+  the order of their first time (maintenance/compaction.py), so its files keep
+  DELTA_BINARY_PACKED: there it gave spans 34.9 -> 34.5 B and log records 32.8 -> 31.9
+  against PLAIN (the same session).
   BYTE_STREAM_SPLIT was smaller still (spans -6.3% with the duration too), but Spark 4.0's
   vectorized Parquet reader refuses it ("Unsupported encoding: BYTE_STREAM_SPLIT"), so no
   column uses it.
@@ -75,9 +77,9 @@ INGEST_LEVEL = 1
 class Layout:
     """Column encodings of one table's files, and the row order compaction gives them.
 
-    Three kinds of file: as ingestion writes them (rows in arrival order), as today's
-    compaction writes them (row groups by `cluster_columns`, each in near time order) and as a
-    closed day's Z-order leaves them (`clustered`: sorted by the first cluster column alone).
+    Three kinds of file: as ingestion writes them (rows in arrival order), as our compaction
+    writes them (row groups by `cluster_columns`, each in near time order) and as delta-rs's
+    Z-order leaves them (`clustered`: sorted by the first cluster column alone).
     Some encodings pay in one kind and cost in another, so a few settings apply to some kinds
     only."""
 
@@ -146,7 +148,7 @@ def parquet_options(
 
 def column_encodings(layout: Layout, *, clustered: bool = False) -> dict[str, str]:
     """The non-default encodings of a layout, by top-level column, for files in arrival order
-    or `clustered` (sorted by the cluster key alone: delta-rs's Z-order of a closed day)."""
+    or `clustered` (sorted by the first cluster column alone: delta-rs's Z-order)."""
     arrival = "PLAIN" if clustered else "DELTA_BINARY_PACKED"
     return {
         **{name: "DELTA_BINARY_PACKED" for name in layout.delta_columns},
