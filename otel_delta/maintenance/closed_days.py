@@ -225,22 +225,45 @@ def _boundaries(
         names = set(reader.schema_arrow.names)
         if first not in names:
             continue  # a file from before the column existed: all nulls
-        keys = reader.read(columns=[first, *([then] if then in names else [])])
-        picked = keys.take(pa.array(np.arange(0, keys.num_rows, stride)))
-        firsts = picked.column(first).to_pylist()
-        thens = picked.column(then).to_pylist() if then in names else [None] * len(firsts)
-        sample.extend(_keys(firsts, thens, len(firsts)))
+        columns = [first, *([then] if then in names else [])]
+        seen = 0
+        for batch in reader.iter_batches(batch_size=SPILL_BATCH_ROWS, columns=columns):
+            # every stride-th row of the file, wherever the batches cut it
+            picked = batch.take(pa.array(np.arange(-seen % stride, batch.num_rows, stride)))
+            seen += batch.num_rows
+            firsts = picked.column(first).to_pylist()
+            thens = picked.column(then).to_pylist() if then in names else [None] * len(firsts)
+            sample.extend(_keys(firsts, thens))
         reader.close()
     sample.sort()
     cuts = {sample[len(sample) * i // buckets] for i in range(1, buckets)} if sample else set()
     return sorted(cuts)
 
 
-def _keys(firsts: list[Any], thens: list[Any], count: int) -> Iterator[Key]:
-    """Comparable keys of the first `count` rows whose first column is not null."""
-    for key, time_ in zip(firsts[:count], thens[:count], strict=True):
+def _keys(firsts: list[Any], thens: list[Any]) -> Iterator[Key]:
+    """Comparable keys of the rows whose first column is not null."""
+    for key, time_ in zip(firsts, thens, strict=True):
         if key is not None:
             yield (key, LAST if time_ is None else time_)
+
+
+class _SortedKeys(Sequence[Key]):
+    """The keys of sorted rows as `bisect` reads them: only the few it looks at are made
+    Python objects (not every row's)."""
+
+    def __init__(self, rows: pa.Table, first: str, then: str) -> None:
+        self._first = rows.column(first).combine_chunks()
+        self._then = rows.column(then).combine_chunks()
+        self._length = rows.num_rows - self._first.null_count  # nulls sort last: left out
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: Any) -> Any:
+        if not isinstance(index, int):
+            raise TypeError("one key at a time")
+        time_ = self._then[index].as_py()
+        return (self._first[index].as_py(), LAST if time_ is None else time_)
 
 
 def _spill(
@@ -263,10 +286,7 @@ def _spill(
             for batch in reader.iter_batches(batch_size=SPILL_BATCH_ROWS):
                 rows = conform(pa.Table.from_batches([batch]), schema)
                 rows = rows.take(pc.sort_indices(rows, sort_keys=sort_keys))
-                valid = rows.num_rows - rows.column(first).null_count  # nulls sort last
-                keys = list(
-                    _keys(rows.column(first).to_pylist(), rows.column(then).to_pylist(), valid)
-                )
+                keys = _SortedKeys(rows, first, then)
                 cuts = [0, *(bisect.bisect_left(keys, b) for b in boundaries), rows.num_rows]
                 for bucket, (start, end) in enumerate(itertools.pairwise(cuts)):
                     if end > start:
