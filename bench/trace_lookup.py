@@ -149,16 +149,20 @@ def main() -> None:
         before = lookups(spans, chosen)
         print("before maintenance:", before, flush=True)
         scans_before = [filtered_query(spans, where_part), filtered_query(spans, where_all)]
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         maintained = maintain_table(spans, TablePolicy(vacuum=False, checkpoint=True))
-        optimize_s = time.perf_counter() - t
+        optimize_s, optimize_cpu = time.perf_counter() - t, time.process_time() - cpu
         if maintained.errors:
             raise SystemExit(f"maintenance failed: {maintained.errors}")
         spans = lake.table("spans")
         stats_after = spans.statistics()
         after = lookups(spans, chosen)
         print(
-            f"maintenance: {optimize_s:.0f}s, {stats_after.files} files; after:", after, flush=True
+            f"maintenance: {optimize_s:.0f}s ({optimize_cpu:.0f}s of CPU), {stats_after.files} "
+            f"files, {stats_before.size_bytes / 2**20:.1f} -> {stats_after.size_bytes / 2**20:.1f} "
+            "MiB; after:",
+            after,
+            flush=True,
         )
         scans_after = [filtered_query(spans, where_part), filtered_query(spans, where_all)]
     result = {
@@ -168,17 +172,20 @@ def main() -> None:
         "generate_seconds": round(generate_s, 1),
         "before_maintenance": {
             "files": stats_before.files,
+            "bytes": stats_before.size_bytes,
             "trace_lookup": before,
             "scans": scans_before,
         },
         "maintenance": {
             "seconds": round(optimize_s, 1),
+            "cpu_seconds": round(optimize_cpu, 1),
             "partitions_clustered": maintained.partitions_clustered,
             "files_removed": maintained.files_compacted,
             "files_added": maintained.files_written,
         },
         "after_maintenance": {
             "files": stats_after.files,
+            "bytes": stats_after.size_bytes,
             "trace_lookup": after,
             "scans": scans_after,
         },

@@ -189,12 +189,11 @@ def sort_partition(
     )
     first, then = layout.cluster_columns[:2]
     paths = [unquote(f.path) for f in files]
-    buckets = _buckets(files, options, target_size)
-    boundaries = _boundaries(filesystem, paths, first, then, buckets)
+    boundaries = _boundaries(filesystem, paths, first, then, _buckets(files, options, target_size))
     with tempfile.TemporaryDirectory(prefix="otel-delta-sort-") as spill:
-        buckets = _spill(filesystem, paths, schema, first, then, boundaries, Path(spill))
+        spilled = _spill(filesystem, paths, schema, first, then, boundaries, Path(spill))
         adds, rows = _write_sorted(
-            delta, filesystem, schema, layout, options, files, buckets, target_size
+            delta, filesystem, schema, layout, options, files, spilled, target_size
         )
     commit_swap(delta, filesystem, files, adds, options)
     return CompactionResult(

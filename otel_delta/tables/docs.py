@@ -123,10 +123,14 @@ def layout_notes(layout: Layout, schema: pa.Schema) -> str:
     """How a table's files are laid out (otel_delta/tables/layout.py), as a list; columns
     only older schema versions have are left out."""
     entries = (
-        ("sorted by {} when compacted", layout.cluster_columns),
+        (
+            "sorted by {} when compacted; inside each row group, the rows of one value of the "
+            "first stay together, ordered by their earliest time",
+            layout.cluster_columns,
+        ),
         ("{} DELTA_BINARY_PACKED", layout.delta_columns),
         (
-            "{} DELTA_BINARY_PACKED as ingested, PLAIN when compacted",
+            "{} DELTA_BINARY_PACKED, PLAIN in files delta-rs's Z-order sorted",
             layout.arrival_delta_columns,
         ),
         ("{} without dictionary", layout.plain_columns),

@@ -11,8 +11,10 @@ import datetime as dt
 import json
 import time
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
@@ -175,3 +177,39 @@ def test_todays_files_are_clustered_on_s3(tmp_path: Path, s3: S3Server) -> None:
     assert data_objects(s3) == {f"{LAKE}/spans/{path}"}  # the inputs vacuumed
     ids = sorted(spans_table(s3).to_pyarrow_table().column("span_id").to_pylist())
     assert ids == [f"{i + 1:016x}" for i in OPEN]
+
+
+def test_a_closed_day_is_sorted_across_its_files_on_s3(tmp_path: Path, s3: S3Server) -> None:
+    """A closed day whose files' trace id ranges overlap is rewritten by our writer through
+    delta-rs's object store (closed_days.py): one sorted file, every row once, its inputs
+    vacuumed."""
+    settings = s3_settings(tmp_path, s3)
+    bridge = RunningBridge(settings)
+    pairs = [(i, i + 4) for i in range(4)]  # each Export's two trace ids span the others'
+    try:
+        stub = bridge.stubs(bridge.channel())[0]
+        for low, high in pairs:
+            request = span_request(low, 1, "svc")
+            other = span_request(high, 1, "svc").resource_spans[0].scope_spans[0].spans[0]
+            request.resource_spans[0].scope_spans[0].spans.append(other)
+            stub.Export(request, timeout=60)
+    finally:
+        bridge.stop()
+    closed = str(utc_today() - dt.timedelta(days=1))
+    assert live_files(s3) == {closed: 4}
+
+    round_ = Maintainer(maintenance_policy(settings)).run_round()
+
+    assert round_.errors == []
+    [report] = round_.tables
+    assert report.partitions_clustered == 1 and report.files_compacted == 4
+    assert live_files(s3) == {closed: 1}
+    [path] = pa.table(spans_table(s3).get_add_actions(flatten=True)).column("path").to_pylist()
+    assert path.rsplit("/", 1)[1].startswith("clustered-")
+    assert data_objects(s3) == {f"{LAKE}/spans/{path}"}  # the inputs vacuumed
+    written = pq.ParquetFile(s3.root / s3.bucket / LAKE / "spans" / unquote(path))
+    assert written.metadata.created_by.startswith("parquet-cpp-arrow")  # ours, not delta-rs's
+    ids = written.read(columns=["span_id"]).column("span_id").to_pylist()
+    assert sorted(ids) == [f"{i + 1:016x}" for i in range(8)]
+    stored = spans_table(s3).to_pyarrow_table().column("span_id").to_pylist()
+    assert sorted(stored) == sorted(ids)
