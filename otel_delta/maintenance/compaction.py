@@ -9,17 +9,19 @@ chosen one by one from the Delta log: ingested files older than a minimum age, g
 partition up to GROUP_INPUT_BYTES of input (the rows are sorted in memory). Each group is
 read, sorted by the layout's cluster key (trace id then time for spans and logs: the rows of
 one trace end up next to each other, in one narrow row group the reader finds by its
-statistics) and written with the table's encodings at the compaction zstd level, as one file
-named CLUSTERED_PREFIX…, which this module never rewrites: after the day closes, the
-scheduled delta-rs compaction merges those into target-size files. Each row is so rewritten
-at most twice.
+statistics; inside a row group the traces follow their first span's time, `cluster_rows`)
+and written with the table's encodings at the compaction zstd level, as one file named
+CLUSTERED_PREFIX…, which this module never rewrites: after the day closes, closed_days.py
+sorts the partition's files into target-size files with disjoint trace id ranges. Each row is
+so rewritten at most twice.
 
 The commit removes the inputs and adds the output with dataChange=false, so readers of the
 change feed or a stream see nothing new, and it is safe beside concurrent writers: appends
 commit around it (delta-rs rebases the commit over them), while a commit that removed one of
 the inputs meanwhile (a delete, retention, another compaction) makes this one fail instead of
 bringing those rows back. The file of a group whose commit failed is deleted (only a crash
-between writing and committing leaves one behind, never referenced by the log).
+between writing and committing leaves one behind, never referenced by the log)
+(`commit_swap`, which closed_days.py shares).
 
 Statistics of the new file are taken from its Parquet footer, for the top-level scalar
 columns, in the format delta-rs writes (otel_delta.engines.data_files).
