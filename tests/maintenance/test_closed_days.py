@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from deltalake import DeltaTable
 from deltalake.table import TableFeatures
 
@@ -156,3 +157,25 @@ def test_a_table_with_deletion_vectors_is_left_to_delta_rs_z_order(tmp_path: Pat
     times = encodings_of(path, "start_time_unix_nano")
     assert "DELTA_BINARY_PACKED" not in times and "PLAIN" in times, times
     assert by_span(pq.read_table(path)) == by_span(written)  # no row deleted: the file is all
+
+
+def test_a_concurrent_delete_of_an_input_fails_the_sort_and_resurrects_nothing(
+    tmp_path: Path,
+) -> None:
+    """The sort read its inputs before another writer deleted a row from one: its commit
+    fails instead of bringing the row back, and the files it wrote are deleted."""
+    table = spans_table(tmp_path)
+    yesterday = utc_today() - dt.timedelta(days=1)
+    fill(table, commits=5, per_commit=100, day=yesterday)
+    delta = table.delta()
+    files = compaction.candidates(delta)
+
+    deleted = table.delete(f"span_id = '{0:016x}'")  # another writer, after the listing
+    assert deleted.deleted == 1
+
+    options = compaction.RewriteOptions(group_input_bytes=8 * 1024)  # several buckets
+    with pytest.raises(Exception, match="concurrent"):
+        closed_days.sort_partition(delta, files, LAYOUT_SPANS, options, target_size=16 * 1024)
+    stored = DeltaTable(table.uri).to_pyarrow_table(columns=["span_id"])
+    assert stored.num_rows == 5 * 100 - 1 and f"{0:016x}" not in stored["span_id"].to_pylist()
+    assert list((tmp_path / "spans").rglob(f"{compaction.CLUSTERED_PREFIX}*")) == []
