@@ -28,8 +28,6 @@ import contextlib
 import itertools
 import math
 import tempfile
-import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -44,12 +42,12 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable, WriterProperties
 from deltalake.transaction import AddAction, CommitProperties
 
-from otel_delta.engines.data_files import footer_stats, plain_parquet, stats_columns
+from otel_delta.engines.data_files import plain_parquet
 from otel_delta.lakehouse import column_properties
 from otel_delta.maintenance.compaction import (
-    CLUSTERED_PREFIX,
     Candidate,
     CompactionResult,
+    Outputs,
     RewriteOptions,
     candidates,
     cluster_rows,
@@ -57,7 +55,7 @@ from otel_delta.maintenance.compaction import (
     conform,
     table_filesystem,
 )
-from otel_delta.tables.layout import Layout, parquet_options
+from otel_delta.tables.layout import Layout
 
 MAX_SPILL_BYTES = 256 * 1024 * 1024  # memory of delta-rs's sort before it spills
 # buckets of one partition's sort (each a spill file open at once): 2 GiB of input at the
@@ -127,11 +125,7 @@ def cluster_partitions(
         else:
             result = _z_order(delta, values, column, layout, options, target_size, max_spill_bytes)
         done.partitions += 1
-        done.files_removed += result.files_removed
-        done.files_added += result.files_added
-        done.rows += result.rows
-        done.bytes_removed += result.bytes_removed
-        done.bytes_added += result.bytes_added
+        done.add(result)
     return done
 
 
@@ -183,18 +177,13 @@ def sort_partition(
     """Rewrite `files` (one partition's) sorted by the layout's two cluster columns, as files
     of about `target_size`, and commit the swap (see the module docstring)."""
     filesystem = filesystem or table_filesystem(delta)
-    partition_columns = set(delta.metadata().partition_columns)
-    schema = pa.schema(
-        [f for f in pa.schema(delta.schema().to_arrow()) if f.name not in partition_columns]
-    )
+    outputs = Outputs.of(delta, files, layout, options, filesystem)
     first, then = layout.cluster_columns[:2]
     paths = [unquote(f.path) for f in files]
     boundaries = _boundaries(filesystem, paths, first, then, _buckets(files, options, target_size))
     with tempfile.TemporaryDirectory(prefix="otel-delta-sort-") as spill:
-        spilled = _spill(filesystem, paths, schema, first, then, boundaries, Path(spill))
-        adds, rows = _write_sorted(
-            delta, filesystem, schema, layout, options, files, spilled, target_size
-        )
+        spilled = _spill(filesystem, paths, outputs.schema, first, then, boundaries, Path(spill))
+        adds, rows = _write_sorted(outputs, layout, options, spilled, target_size)
     commit_swap(delta, filesystem, files, adds, options)
     return CompactionResult(
         files_removed=len(files),
@@ -301,26 +290,16 @@ def _spill(
 
 
 def _write_sorted(
-    delta: DeltaTable,
-    filesystem: pa_fs.FileSystem,
-    schema: pa.Schema,
+    outputs: Outputs,
     layout: Layout,
     options: RewriteOptions,
-    files: Sequence[Candidate],
     buckets: list[Path],
     target_size: int,
 ) -> tuple[list[AddAction], int]:
     """The buckets, in order, each sorted, as row groups of files of about `target_size` (a
     file ends where the next bucket, if as large as the last, would take it past the target);
     their add actions and the rows written. A failure deletes what it wrote."""
-    first = unquote(files[0].path)
-    directory = first.rsplit("/", 1)[0] if "/" in first else ""
-    with_stats = stats_columns(delta)
-    encoding = parquet_options(
-        layout, schema, options.compression, options.compression_level, with_stats, clustered=True
-    )
-    suffix = options.compression.lower()
-    partition_values = dict(files[0].partition)
+    filesystem = outputs.filesystem
     adds: list[AddAction] = []
     written: list[str] = []
     rows = 0
@@ -333,17 +312,7 @@ def _write_sorted(
         assert writer is not None and sink is not None
         writer.close()
         sink.close()
-        relative = written[-1]
-        adds.append(
-            AddAction(
-                path=relative,
-                size=filesystem.get_file_info(relative).size,
-                partition_values=partition_values,
-                modification_time=int(time.time() * 1000),
-                data_change=False,
-                stats=footer_stats(collector.pop(), schema, with_stats),
-            )
-        )
+        adds.append(outputs.add_action(written[-1], collector.pop()))
         sink = writer = None
 
     try:
@@ -352,10 +321,9 @@ def _write_sorted(
                 bucket = pa.ipc.open_stream(source).read_all()
             bucket = cluster_rows(bucket, layout, options.row_group_rows)
             if writer is None:
-                name = f"{CLUSTERED_PREFIX}{uuid.uuid4()}.{suffix}.parquet"
-                written.append(f"{directory}/{name}" if directory else name)
+                written.append(outputs.new_path())
                 sink = filesystem.open_output_stream(written[-1])
-                writer = pq.ParquetWriter(sink, schema, metadata_collector=collector, **encoding)
+                writer = outputs.writer(sink, collector)
             before = sink.tell()
             writer.write_table(bucket, row_group_size=options.row_group_rows)
             rows += bucket.num_rows

@@ -34,6 +34,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
@@ -45,7 +46,6 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from otel_delta.engines.data_files import (
-    footer,
     footer_stats,
     local_filesystem,
     partition_text,
@@ -91,6 +91,14 @@ class CompactionResult:
     rows: int = 0
     bytes_removed: int = 0
     bytes_added: int = 0
+
+    def add(self, other: CompactionResult) -> None:
+        """Count `other`'s files, rows and bytes in too (not its partitions)."""
+        self.files_removed += other.files_removed
+        self.files_added += other.files_added
+        self.rows += other.rows
+        self.bytes_removed += other.bytes_removed
+        self.bytes_added += other.bytes_added
 
 
 def candidates(delta: DeltaTable) -> list[Candidate]:
@@ -183,12 +191,7 @@ def compact(
         return total
     filesystem = table_filesystem(delta)
     for group in groups:
-        done = rewrite(delta, group, layout, options, filesystem=filesystem)
-        total.files_removed += done.files_removed
-        total.files_added += done.files_added
-        total.rows += done.rows
-        total.bytes_removed += done.bytes_removed
-        total.bytes_added += done.bytes_added
+        total.add(rewrite(delta, group, layout, options, filesystem=filesystem))
     return total
 
 
@@ -201,6 +204,74 @@ def table_filesystem(delta: DeltaTable) -> pa_fs.FileSystem:
     )
 
 
+@dataclass(frozen=True)
+class Outputs:
+    """How a rewrite of one partition's files writes its own: in the partition's directory,
+    named CLUSTERED_PREFIX…, with the table's encodings at the compaction level and statistics
+    where the log keeps them (compaction's file, and closed_days.py's)."""
+
+    filesystem: pa_fs.FileSystem
+    schema: pa.Schema  # the table's, without its partition columns
+    directory: str
+    partition_values: dict[str, str | None]
+    encoding: dict[str, Any]  # ParquetWriter options
+    with_stats: set[str] | None
+    suffix: str
+
+    @classmethod
+    def of(
+        cls,
+        delta: DeltaTable,
+        inputs: Sequence[Candidate],
+        layout: Layout,
+        options: RewriteOptions,
+        filesystem: pa_fs.FileSystem,
+    ) -> Outputs:
+        partition_columns = set(delta.metadata().partition_columns)
+        schema = pa.schema(
+            [f for f in pa.schema(delta.schema().to_arrow()) if f.name not in partition_columns]
+        )
+        # paths as delta-rs takes them in actions: decoded (the log holds them
+        # percent-encoded, and delta-rs encodes what it is given; an encoded path would name
+        # another file)
+        first = unquote(inputs[0].path)
+        with_stats = stats_columns(delta)
+        return cls(
+            filesystem=filesystem,
+            schema=schema,
+            directory=first.rsplit("/", 1)[0] if "/" in first else "",
+            partition_values=dict(inputs[0].partition),
+            encoding=parquet_options(
+                layout,
+                schema,
+                options.compression,
+                options.compression_level,
+                with_stats,
+                clustered=True,
+            ),
+            with_stats=with_stats,
+            suffix=options.compression.lower(),
+        )
+
+    def new_path(self) -> str:
+        name = f"{CLUSTERED_PREFIX}{uuid.uuid4()}.{self.suffix}.parquet"
+        return f"{self.directory}/{name}" if self.directory else name
+
+    def writer(self, sink: Any, collector: list[pq.FileMetaData]) -> pq.ParquetWriter:
+        """A Parquet writer into `sink` that leaves the file's footer in `collector`."""
+        return pq.ParquetWriter(sink, self.schema, metadata_collector=collector, **self.encoding)
+
+    def add_action(self, relative: str, metadata: pq.FileMetaData) -> AddAction:
+        return AddAction(
+            path=relative,
+            size=self.filesystem.get_file_info(relative).size,
+            partition_values=self.partition_values,
+            modification_time=int(time.time() * 1000),
+            data_change=False,
+            stats=footer_stats(metadata, self.schema, self.with_stats),
+        )
+
+
 def rewrite(
     delta: DeltaTable,
     group: Sequence[Candidate],
@@ -211,40 +282,20 @@ def rewrite(
 ) -> CompactionResult:
     """Rewrite one group as one sorted file and commit the swap (see the module docstring)."""
     filesystem = filesystem or table_filesystem(delta)
-    partition_columns = set(delta.metadata().partition_columns)
-    schema = pa.schema(
-        [f for f in pa.schema(delta.schema().to_arrow()) if f.name not in partition_columns]
-    )
+    outputs = Outputs.of(delta, group, layout, options, filesystem)
     rows = pa.concat_tables(
-        [read_rows(filesystem, unquote(f.path), schema) for f in group], promote_options="default"
+        [read_rows(filesystem, unquote(f.path), outputs.schema) for f in group],
+        promote_options="default",
     )
     rows = cluster_rows(rows, layout, options.row_group_rows)
-    # paths as delta-rs takes them in actions: decoded (the log holds them percent-encoded,
-    # and delta-rs encodes what it is given; an encoded path would name another file)
-    first = unquote(group[0].path)
-    directory = first.rsplit("/", 1)[0] if "/" in first else ""
-    with_stats = stats_columns(delta)
-    encoding = parquet_options(
-        layout, schema, options.compression, options.compression_level, with_stats, clustered=True
-    )
-    suffix = options.compression.lower()
-    now_ms = int(time.time() * 1000)
-    partition_values = dict(group[0].partition)
     # one file: a group's input is a fraction of the target file size
-    name = f"{CLUSTERED_PREFIX}{uuid.uuid4()}.{suffix}.parquet"
-    relative = f"{directory}/{name}" if directory else name
+    relative = outputs.new_path()
+    collector: list[pq.FileMetaData] = []
     with filesystem.open_output_stream(relative) as sink:
-        writer = pq.ParquetWriter(sink, schema, **encoding)
+        writer = outputs.writer(sink, collector)
         writer.write_table(rows, row_group_size=options.row_group_rows)
         writer.close()
-    add = AddAction(
-        path=relative,
-        size=filesystem.get_file_info(relative).size,
-        partition_values=partition_values,
-        modification_time=now_ms,
-        data_change=False,
-        stats=footer_stats(footer(filesystem, relative), schema, with_stats),
-    )
+    add = outputs.add_action(relative, collector[0])
     commit_swap(delta, filesystem, group, [add], options)
     return CompactionResult(
         files_removed=len(group),
