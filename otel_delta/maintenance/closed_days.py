@@ -53,6 +53,7 @@ from otel_delta.maintenance.compaction import (
     cluster_rows,
     commit_swap,
     conform,
+    read_rows,
     table_filesystem,
 )
 from otel_delta.tables.layout import Layout
@@ -180,10 +181,17 @@ def sort_partition(
     outputs = Outputs.of(delta, files, layout, options, filesystem)
     first, then = layout.cluster_columns[:2]
     paths = [unquote(f.path) for f in files]
-    boundaries = _boundaries(filesystem, paths, first, then, _buckets(files, options, target_size))
-    with tempfile.TemporaryDirectory(prefix="otel-delta-sort-") as spill:
-        spilled = _spill(filesystem, paths, outputs.schema, first, then, boundaries, Path(spill))
-        adds, rows = _write_sorted(outputs, layout, options, spilled, target_size)
+    buckets = _buckets(files, options, target_size)
+    if buckets == 1:  # fits in memory at once: no spill files
+        whole = [read_rows(filesystem, path, outputs.schema) for path in paths]
+        adds, rows = _write_sorted(outputs, layout, options, [whole], target_size)
+    else:
+        boundaries = _boundaries(filesystem, paths, first, then, buckets)
+        with tempfile.TemporaryDirectory(prefix="otel-delta-sort-") as spill:
+            spilled = _spill(
+                filesystem, paths, outputs.schema, first, then, boundaries, Path(spill)
+            )
+            adds, rows = _write_sorted(outputs, layout, options, spilled, target_size)
     commit_swap(delta, filesystem, files, adds, options)
     return CompactionResult(
         files_removed=len(files),
@@ -293,12 +301,13 @@ def _write_sorted(
     outputs: Outputs,
     layout: Layout,
     options: RewriteOptions,
-    buckets: list[Path],
+    buckets: Sequence[Path | list[pa.Table]],
     target_size: int,
 ) -> tuple[list[AddAction], int]:
-    """The buckets, in order, each sorted, as row groups of files of about `target_size` (a
-    file ends where the next bucket, if as large as the last, would take it past the target);
-    their add actions and the rows written. A failure deletes what it wrote."""
+    """The buckets (spill files, or rows in memory), in order, each sorted, as row groups of
+    files of about `target_size` (a file ends where the next bucket, if as large as the last,
+    would take it past the target); their add actions and the rows written. A failure deletes
+    what it wrote."""
     filesystem = outputs.filesystem
     adds: list[AddAction] = []
     written: list[str] = []
@@ -316,9 +325,13 @@ def _write_sorted(
         sink = writer = None
 
     try:
-        for path in buckets:
-            with pa.memory_map(str(path)) as source:
-                bucket = pa.ipc.open_stream(source).read_all()
+        for spilled in buckets:
+            if isinstance(spilled, Path):
+                with pa.memory_map(str(spilled)) as source:
+                    bucket = pa.ipc.open_stream(source).read_all()
+            else:
+                bucket = pa.concat_tables(spilled, promote_options="default")
+                spilled.clear()  # the sorted copy replaces them
             bucket = cluster_rows(bucket, layout, options.row_group_rows)
             if writer is None:
                 written.append(outputs.new_path())
