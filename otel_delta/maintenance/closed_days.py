@@ -13,7 +13,8 @@ as files of about `target_size` whose ranges are disjoint:
   is read a batch at a time and its rows spilled to their bucket's Arrow IPC file (zstd) in a
   local temporary directory, then the buckets, in key order, are each sorted in memory and
   appended as row groups to the current output file. A bucket holds about
-  `RewriteOptions.group_input_bytes` of input, the memory today's compaction sorts at once.
+  `RewriteOptions.group_input_bytes` of input, the memory today's compaction sorts at once;
+  a partition no larger than one bucket is read and sorted in memory, without spill files.
 - **With delta-rs's Z-order** on the one column (it spills its sort beyond `max_spill_bytes`)
   where our reader cannot take the files as plain Parquet (deletion vectors, column mapping)
   or a partition would need more than MAX_BUCKETS buckets. Its writer's files are larger:
