@@ -61,7 +61,7 @@ def _inflate(body: bytes, wbits: int, limit: int) -> bytes:
     while data:
         inflater = zlib_ng._ZlibDecompressor(wbits)
         room = limit + 1 - size  # one byte more than the limit allows tells "too large"
-        chunk = inflater.decompress(data, max(1, min(room, _expected(data, wbits))))
+        chunk = inflater.decompress(data, min(room, _expected(data, wbits)))
         parts.append(chunk)
         size += len(chunk)
         # output still held back (the guess was short): take it in growing steps
