@@ -206,7 +206,7 @@ def _partitions(
         return []
     if not partition_by:
         return [({}, rows)]
-    starts = _run_starts(rows, partition_by)
+    starts = run_starts(rows, partition_by)
     slices: dict[tuple, list[pa.Table]] = {}
     for start, end in zip(starts, [*starts[1:], rows.num_rows], strict=True):
         key = tuple(rows[name][start].as_py() for name in partition_by)
@@ -220,11 +220,12 @@ def _partitions(
     ]
 
 
-def _run_starts(rows: pa.Table, partition_by: Sequence[str]) -> list[int]:
-    """The first row of each run of rows with the same partition values."""
+def run_starts(rows: pa.Table, columns: Sequence[str]) -> list[int]:
+    """The first row of each run of rows with the same values in `columns` (a null differs
+    from its neighbour: it starts a run)."""
     n = rows.num_rows
     changed = None
-    for name in partition_by:
+    for name in columns:
         column = rows[name]
         step = pc.fill_null(pc.not_equal(column.slice(1), column.slice(0, n - 1)), True)
         changed = step if changed is None else pc.or_(changed, step)

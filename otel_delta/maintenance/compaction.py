@@ -50,6 +50,7 @@ from otel_delta.engines.data_files import (
     local_filesystem,
     partition_text,
     plain_parquet,
+    run_starts,
     stats_columns,
 )
 from otel_delta.tables.layout import COMPACTION_LEVEL, Layout, parquet_options
@@ -389,29 +390,26 @@ def cluster_rows(rows: pa.Table, layout: Layout, row_group_rows: int) -> pa.Tabl
     order = pc.sort_indices(rows, sort_keys=keys).to_numpy()
     if len(keys) > 1:
         first, then = keys[0][0], keys[1][0]
-        order = order[
-            _runs_in_time_order(rows[first].take(order), rows[then].take(order), row_group_rows)
-        ]
+        ordered = rows.select([first, then]).take(order)
+        order = order[_runs_in_time_order(ordered, first, then, row_group_rows)]
     return rows.take(order)
 
 
-def _runs_in_time_order(
-    keys: pa.ChunkedArray, times: pa.ChunkedArray, row_group_rows: int
-) -> np.ndarray:
-    """A permutation of rows sorted by (key, time) that keeps each row group's set of rows
+def _runs_in_time_order(rows: pa.Table, key: str, time_: str, row_group_rows: int) -> np.ndarray:
+    """A permutation of `rows`, sorted by (key, time), that keeps each row group's set of rows
     (so its key range, which a lookup prunes by, stays as narrow) and each run of one key
     together in its time order, but orders the runs inside a row group by their first time.
 
     Why: neighbouring rows then have neighbouring times, where sorted by trace id the next
     trace starts anywhere in the day. bench/storage.py (2026-11-26): spans 35.3 -> 34.5 B,
     log records 34.0 -> 31.9 B, with the times DELTA_BINARY_PACKED (layout.py)."""
-    n = len(keys)
+    n = rows.num_rows
     position = np.arange(n)
     group = position // row_group_rows
-    starts = np.ones(n, dtype=bool)  # a run starts at a change of key or of row group
-    changed = pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True)
-    starts[1:] = changed.to_numpy(zero_copy_only=False) | (group[1:] != group[:-1])
+    starts = np.zeros(n, dtype=bool)  # a run starts at a change of key or of row group
+    starts[run_starts(rows, [key])] = True
+    starts[1:] |= group[1:] != group[:-1]
     run = np.cumsum(starts) - 1
-    first = pc.fill_null(times, 0).to_numpy(zero_copy_only=False)[starts][run]
+    first = pc.fill_null(rows[time_], 0).to_numpy(zero_copy_only=False)[starts][run]
     # last key first: row group, run's first time, run (ties keep key order), position
     return np.lexsort((position, run, first, group))
