@@ -72,13 +72,15 @@ Key = tuple[str, int]  # (first cluster column, second), as a boundary between b
 
 def unclustered_partitions(
     delta: DeltaTable, column: str, include: Callable[[dict[str, str | None]], bool]
-) -> list[dict[str, str]]:
+) -> list[tuple[dict[str, str], list[Candidate]]]:
     """Partitions passing `include` whose files' `column` ranges overlap (from the log's
-    statistics): after clustering a partition's files hold disjoint ranges, so a partition is
-    clustered again only when files were added to it since (late data, a backfill)."""
+    statistics), each with its files: after clustering a partition's files hold disjoint
+    ranges, so a partition is clustered again only when files were added to it since (late
+    data, a backfill)."""
     actions = pa.table(delta.get_add_actions(flatten=True))
     if f"min.{column}" not in actions.column_names:
         return []
+    files: dict[tuple[tuple[str, str | None], ...], list[Candidate]] = defaultdict(list)
     ranges: dict[tuple[tuple[str, str | None], ...], list[tuple[Any, Any]]] = defaultdict(list)
     for file, low, high in zip(
         candidates(delta),
@@ -88,6 +90,7 @@ def unclustered_partitions(
     ):
         values = dict(file.partition)
         if include(values) and None not in values.values():
+            files[file.partition].append(file)
             ranges[file.partition].append((low, high))
     chosen = []
     for partition, spans in ranges.items():
@@ -99,7 +102,7 @@ def unclustered_partitions(
         spans.sort()
         if any(spans[i][0] < spans[i - 1][1] for i in range(1, len(spans))):
             chosen.append(partition)
-    return [{k: v for k, v in p if v is not None} for p in chosen]
+    return [({k: v for k, v in p if v is not None}, files[p]) for p in chosen]
 
 
 def cluster_partitions(
@@ -120,8 +123,7 @@ def cluster_partitions(
         return done
     column = layout.cluster_columns[0]
     own = plain_parquet(delta) and len(layout.cluster_columns) >= 2
-    for values in unclustered_partitions(delta, column, include):
-        files = [f for f in candidates(delta) if dict(f.partition) == values]
+    for values, files in unclustered_partitions(delta, column, include):
         if own and _buckets(files, options, target_size) <= MAX_BUCKETS:
             result = sort_partition(delta, files, layout, options, target_size=target_size)
         else:
@@ -203,8 +205,11 @@ def sort_partition(
     )
 
 
-def _open(filesystem: pa_fs.FileSystem, path: str) -> pq.ParquetFile:
-    return pq.ParquetFile(filesystem.open_input_file(path))
+@contextlib.contextmanager
+def _parquet(filesystem: pa_fs.FileSystem, path: str) -> Iterator[pq.ParquetFile]:
+    """One input file, closed when done: a partition may have thousands."""
+    with filesystem.open_input_file(path) as file:
+        yield pq.ParquetFile(file)
 
 
 def _boundaries(
@@ -214,34 +219,37 @@ def _boundaries(
     a sample of every file's (first, then) cluster key (nulls, which sort last, left out)."""
     if buckets < 2:
         return []
-    readers = [_open(filesystem, path) for path in paths]
-    total = sum(reader.metadata.num_rows for reader in readers)
+    total = 0
+    for path in paths:  # the footers first: the stride depends on every file's rows
+        with _parquet(filesystem, path) as reader:
+            total += reader.metadata.num_rows
     stride = max(1, total // (buckets * SAMPLES_PER_BUCKET))
     sample: list[Key] = []
-    for reader in readers:
-        names = set(reader.schema_arrow.names)
-        if first not in names:
-            continue  # a file from before the column existed: all nulls
-        columns = [first, *([then] if then in names else [])]
-        seen = 0
-        for batch in reader.iter_batches(batch_size=SPILL_BATCH_ROWS, columns=columns):
-            # every stride-th row of the file, wherever the batches cut it
-            picked = batch.take(pa.array(np.arange(-seen % stride, batch.num_rows, stride)))
-            seen += batch.num_rows
-            firsts = picked.column(first).to_pylist()
-            thens = picked.column(then).to_pylist() if then in names else [None] * len(firsts)
-            sample.extend(_keys(firsts, thens))
-        reader.close()
+    for path in paths:
+        with _parquet(filesystem, path) as reader:
+            names = set(reader.schema_arrow.names)
+            if first not in names:
+                continue  # a file from before the column existed: all nulls
+            columns = [first, *([then] if then in names else [])]
+            seen = 0
+            for batch in reader.iter_batches(batch_size=SPILL_BATCH_ROWS, columns=columns):
+                # every stride-th row of the file, wherever the batches cut it
+                rows = np.arange(-seen % stride, batch.num_rows, stride)
+                picked = batch.take(pa.array(rows))
+                seen += batch.num_rows
+                firsts = picked.column(first).to_pylist()
+                thens = picked.column(then).to_pylist() if then in names else [None] * len(rows)
+                sample.extend(
+                    _key(k, t) for k, t in zip(firsts, thens, strict=True) if k is not None
+                )
     sample.sort()
     cuts = {sample[len(sample) * i // buckets] for i in range(1, buckets)} if sample else set()
     return sorted(cuts)
 
 
-def _keys(firsts: list[Any], thens: list[Any]) -> Iterator[Key]:
-    """Comparable keys of the rows whose first column is not null."""
-    for key, time_ in zip(firsts, thens, strict=True):
-        if key is not None:
-            yield (key, LAST if time_ is None else time_)
+def _key(first: Any, time_: Any) -> Key:
+    """A row's comparable key (its first column not null), ordered as pyarrow sorts."""
+    return (first, LAST if time_ is None else time_)
 
 
 class _SortedKeys(Sequence[Key]):
@@ -259,8 +267,7 @@ class _SortedKeys(Sequence[Key]):
     def __getitem__(self, index: Any) -> Any:
         if not isinstance(index, int):
             raise TypeError("one key at a time")
-        time_ = self._then[index].as_py()
-        return (self._first[index].as_py(), LAST if time_ is None else time_)
+        return _key(self._first[index].as_py(), self._then[index].as_py())
 
 
 def _spill(
@@ -277,21 +284,24 @@ def _spill(
     writers: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
     options = pa.ipc.IpcWriteOptions(compression="zstd")
     sort_keys = [(first, "ascending"), (then, "ascending")]
+
+    def append(bucket: int, rows: pa.Table) -> None:
+        if bucket not in writers:
+            sink = pa.OSFile(str(directory / f"{bucket:05d}.arrow"), "wb")
+            writers[bucket] = pa.ipc.new_stream(sink, schema, options=options)
+        writers[bucket].write_table(rows)
+
     try:
         for path in paths:
-            reader = _open(filesystem, path)
-            for batch in reader.iter_batches(batch_size=SPILL_BATCH_ROWS):
-                rows = conform(pa.Table.from_batches([batch]), schema)
-                rows = rows.take(pc.sort_indices(rows, sort_keys=sort_keys))
-                keys = _SortedKeys(rows, first, then)
-                cuts = [0, *(bisect.bisect_left(keys, b) for b in boundaries), rows.num_rows]
-                for bucket, (start, end) in enumerate(itertools.pairwise(cuts)):
-                    if end > start:
-                        if bucket not in writers:
-                            sink = pa.OSFile(str(directory / f"{bucket:05d}.arrow"), "wb")
-                            writers[bucket] = pa.ipc.new_stream(sink, schema, options=options)
-                        writers[bucket].write_table(rows.slice(start, end - start))
-            reader.close()
+            with _parquet(filesystem, path) as reader:
+                for batch in reader.iter_batches(batch_size=SPILL_BATCH_ROWS):
+                    rows = conform(pa.Table.from_batches([batch]), schema)
+                    rows = rows.take(pc.sort_indices(rows, sort_keys=sort_keys))
+                    keys = _SortedKeys(rows, first, then)
+                    cuts = [0, *(bisect.bisect_left(keys, b) for b in boundaries), rows.num_rows]
+                    for bucket, (start, end) in enumerate(itertools.pairwise(cuts)):
+                        if end > start:
+                            append(bucket, rows.slice(start, end - start))
     finally:
         for writer in writers.values():
             writer.close()
