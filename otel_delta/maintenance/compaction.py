@@ -46,6 +46,7 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from otel_delta.engines.data_files import (
+    DataFile,
     footer_stats,
     local_filesystem,
     partition_text,
@@ -263,14 +264,16 @@ class Outputs:
         return pq.ParquetWriter(sink, self.schema, metadata_collector=collector, **self.encoding)
 
     def add_action(self, relative: str, metadata: pq.FileMetaData) -> AddAction:
-        return AddAction(
+        """The Add action of a file written at `relative`, with its footer `metadata`: the
+        same rows as before, so not a data change."""
+        written = DataFile(
             path=relative,
             size=self.filesystem.get_file_info(relative).size,
             partition_values=self.partition_values,
-            modification_time=int(time.time() * 1000),
-            data_change=False,
             stats=footer_stats(metadata, self.schema, self.with_stats),
+            rows=metadata.num_rows,
         )
+        return written.add_action(int(time.time() * 1000), data_change=False)
 
 
 def rewrite(
