@@ -187,3 +187,51 @@ def test_every_signals_ingested_files_keep_the_resource_without_dictionary(
             assert "RLE_DICTIONARY" in encodings["scope_name"], (name, encodings["scope_name"])
         checked.append(name)
     assert {"spans", "logs", "metrics_gauge", "metrics_sum", "metrics_histogram"} <= set(checked)
+
+
+METRIC_VALUES = ("value_int", "value_double", "count", "sum", "min", "max")
+
+
+def metric_tables() -> dict[str, pa.Table]:
+    """The corpus's metrics tables (extreme, negative and null values among them)."""
+    converted = metrics_to_arrow(corpus.metrics_request()).tables
+    return {name: data for name, data in converted.items() if data.num_rows}
+
+
+def test_metric_values_are_plain_and_integers_delta_encoded_as_appended_and_compacted(
+    tmp_path: Path,
+) -> None:
+    """A measured value seldom repeats: no dictionary for the doubles, DELTA_BINARY_PACKED
+    for the integers (value_int, count), in the files ingestion appends and in those
+    compaction writes; every value reads back as written."""
+    engine = DeltaRsEngine(Lakehouse(str(tmp_path)))
+    dictionary = {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}
+    checked: set[str] = set()
+    for name, data in metric_tables().items():
+        layout = TABLES[name].layout
+        integers = [
+            c for c in layout.delta_columns if c in METRIC_VALUES and c in data.column_names
+        ]
+        doubles = [c for c in layout.plain_columns if c in data.column_names]
+        assert integers or doubles, name
+        half = max(1, data.num_rows // 2)
+        engine.append(name, data.slice(0, half))
+        engine.append(name, data.slice(half))
+        delta = DeltaTable(str(tmp_path / name))
+        appended = [pq.ParquetFile(uri.removeprefix("file://")) for uri in delta.file_uris()]
+        done = compaction.compact(delta, layout, compaction.RewriteOptions(), older_than_ms=2**62)
+        assert done.files_added == 1, name
+        (compacted,) = DeltaTable(str(tmp_path / name)).file_uris()
+        for parquet in [*appended, pq.ParquetFile(compacted.removeprefix("file://"))]:
+            encodings = column_encodings(parquet)
+            for column in integers:
+                assert "DELTA_BINARY_PACKED" in encodings[column], (name, column)
+            for column in (*integers, *doubles):
+                assert not encodings[column] & dictionary, (name, column, encodings[column])
+        stored = DeltaTable(str(tmp_path / name)).to_pyarrow_table()
+        for column in (*integers, *doubles):
+            assert sorted(map(str, stored[column].to_pylist())) == sorted(
+                map(str, data[column].to_pylist())
+            ), (name, column)
+        checked.update(integers + doubles)
+    assert set(METRIC_VALUES) <= checked
