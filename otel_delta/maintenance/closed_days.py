@@ -216,34 +216,40 @@ def _boundaries(
     filesystem: pa_fs.FileSystem, paths: Sequence[str], first: str, then: str, buckets: int
 ) -> list[Key]:
     """`buckets - 1` keys that cut the partition's rows into about equal buckets: quantiles of
-    a sample of every file's (first, then) cluster key (nulls, which sort last, left out)."""
+    an evenly spaced sample of its (first, then) cluster keys (nulls, which sort last, left out).
+
+    One pass, each file opened once (on an object store, a footer read each): the sample takes
+    every `stride`-th row of the partition, and once it holds twice the rows it needs, the
+    stride doubles and the rows it took that are not on the new stride are dropped."""
     if buckets < 2:
         return []
-    total = 0
-    for path in paths:  # the footers first: the stride depends on every file's rows
-        with _parquet(filesystem, path) as reader:
-            total += reader.metadata.num_rows
-    stride = max(1, total // (buckets * SAMPLES_PER_BUCKET))
-    sample: list[Key] = []
+    wanted = buckets * SAMPLES_PER_BUCKET
+    stride = 1
+    position = 0  # rows of the partition before the current batch
+    sample: list[tuple[int, Key]] = []  # (row number in the partition, key)
     for path in paths:
         with _parquet(filesystem, path) as reader:
             names = set(reader.schema_arrow.names)
-            if first not in names:
-                continue  # a file from before the column existed: all nulls
+            if first not in names:  # a file from before the column existed: all nulls
+                position += reader.metadata.num_rows
+                continue
             columns = [first, *([then] if then in names else [])]
-            seen = 0
             for batch in reader.iter_batches(batch_size=SPILL_BATCH_ROWS, columns=columns):
-                # every stride-th row of the file, wherever the batches cut it
-                rows = np.arange(-seen % stride, batch.num_rows, stride)
+                rows = np.arange(-position % stride, batch.num_rows, stride)
                 picked = batch.take(pa.array(rows))
-                seen += batch.num_rows
                 firsts = picked.column(first).to_pylist()
                 thens = picked.column(then).to_pylist() if then in names else [None] * len(rows)
                 sample.extend(
-                    _key(k, t) for k, t in zip(firsts, thens, strict=True) if k is not None
+                    (position + int(row), _key(k, t))
+                    for row, k, t in zip(rows, firsts, thens, strict=True)
+                    if k is not None
                 )
-    sample.sort()
-    cuts = {sample[len(sample) * i // buckets] for i in range(1, buckets)} if sample else set()
+                position += batch.num_rows
+                while len(sample) > 2 * wanted:
+                    stride *= 2
+                    sample = [taken for taken in sample if taken[0] % stride == 0]
+    keys = sorted(key for _, key in sample)
+    cuts = {keys[len(keys) * i // buckets] for i in range(1, buckets)} if keys else set()
     return sorted(cuts)
 
 

@@ -3,12 +3,16 @@ file ranges, our writer's encodings, delta-rs's Z-order where our reader cannot 
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
+import itertools
 import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
@@ -179,3 +183,38 @@ def test_a_concurrent_delete_of_an_input_fails_the_sort_and_resurrects_nothing(
     stored = DeltaTable(table.uri).to_pyarrow_table(columns=["span_id"])
     assert stored.num_rows == 5 * 100 - 1 and f"{0:016x}" not in stored["span_id"].to_pylist()
     assert list((tmp_path / "spans").rglob(f"{compaction.CLUSTERED_PREFIX}*")) == []
+
+
+def test_bucket_boundaries_cut_the_partition_evenly_reading_each_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sample that places the spill buckets' boundaries spans every file, however their
+    sizes differ, and opens each file once (on an object store, a footer read each)."""
+    rng = random.Random(5)
+    paths, keys = [], []
+    for i, rows in enumerate((5_000, 40_000, 15_000)):
+        ids = [None if rng.random() < 0.01 else f"{rng.getrandbits(128):032x}" for _ in range(rows)]
+        times = [rng.randrange(10**18) for _ in range(rows)]
+        path = str(tmp_path / f"{i}.parquet")
+        pq.write_table(pa.table({"trace_id": ids, "start_time_unix_nano": times}), path)
+        paths.append(path)
+        keys += [(t, s) for t, s in zip(ids, times, strict=True) if t is not None]
+    opened: list[str] = []
+    real_parquet = closed_days._parquet
+
+    def counting(filesystem: pa_fs.FileSystem, path: str) -> Any:  # the context manager
+        opened.append(path)
+        return real_parquet(filesystem, path)
+
+    monkeypatch.setattr(closed_days, "_parquet", counting)
+    cuts = closed_days._boundaries(
+        pa_fs.LocalFileSystem(), paths, "trace_id", "start_time_unix_nano", 4
+    )
+    assert opened == paths
+    assert len(cuts) == 3
+    keys.sort()
+    edges = [0, *(bisect.bisect_left(keys, cut) for cut in cuts), len(keys)]
+    quarter = len(keys) / 4
+    assert all(
+        abs((end - start) - quarter) < 0.15 * quarter for start, end in itertools.pairwise(edges)
+    )
