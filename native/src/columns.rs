@@ -11,6 +11,7 @@ use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Fields};
 
 use crate::anyvalue::{encode, encode_wire, Encoded, Fallback};
+use crate::repeat::MapRow;
 use crate::wire;
 use crate::otlp::opentelemetry::proto::common::v1::KeyValue;
 
@@ -325,6 +326,19 @@ impl EncodedAttributes {
         }
         Ok(out)
     }
+
+    /// Its `attributes` and `attribute_types` rows, for columns that repeat them (crate::repeat).
+    pub fn map_rows(&self) -> (MapRow, MapRow) {
+        let mut values = MapRow::default();
+        for (key, text) in &self.pairs {
+            values.push(key, text.as_deref());
+        }
+        let mut types = MapRow::default();
+        for (key, type_) in &self.types {
+            types.push(key, Some(type_));
+        }
+        (values, types)
+    }
 }
 
 /// The `attributes` and `attribute_types` map columns (`columns.AttributeColumns`).
@@ -360,19 +374,6 @@ impl AttributeColumns {
         self.values.end_row();
         self.types.end_row();
         Ok(())
-    }
-
-    pub fn append_encoded(&mut self, encoded: &EncodedAttributes) {
-        for (key, text) in &encoded.pairs {
-            self.values.keys.append_value(key);
-            self.values.values.append_option(text.as_deref());
-        }
-        for (key, type_) in &encoded.types {
-            self.types.keys.append_value(key);
-            self.types.values.append_value(type_);
-        }
-        self.values.end_row();
-        self.types.end_row();
     }
 
     /// Puts `<prefix>attributes` and `<prefix>attribute_types` typed from `fields`.

@@ -1,10 +1,12 @@
 //! Resource and scope columns (otel_delta/convert/context.py): each resource and scope is
 //! encoded once when entered, then repeated on every row that belongs to it.
 use arrow_array::builder::ArrayBuilder;
-use arrow_schema::Fields;
+use arrow_array::ArrayRef;
+use arrow_schema::{DataType, Fields};
 
 use crate::anyvalue::{encode, Fallback};
-use crate::columns::{field_type, int64, list, strings, struct_fields, AttributeColumns, Columns, EncodedAttributes, Strings};
+use crate::columns::{field_type, list, strings, struct_fields, Columns, EncodedAttributes, Strings};
+use crate::repeat::{repeated_i64, repeated_map, repeated_strings, MapRow};
 use crate::otlp::opentelemetry::proto::common::v1::{EntityRef, InstrumentationScope};
 use crate::otlp::opentelemetry::proto::resource::v1::Resource;
 use crate::wire;
@@ -12,22 +14,33 @@ use crate::wire;
 const UNKNOWN_SERVICE: &str = "unknown_service";
 const SERVICE_NAME_KEY: &str = "service.name";
 
+/// A resource as its columns hold it on every row.
 #[derive(Default)]
 struct EncodedResource {
     service_name: String,
-    attributes: EncodedAttributes,
+    attributes: MapRow,
+    attribute_types: MapRow,
     dropped: i64,
     entity_refs: Vec<EntityRef>,
     schema_url: String,
 }
 
+/// A scope as its columns hold it on every row.
 #[derive(Default)]
 struct EncodedScope {
     name: String,
     version: String,
-    attributes: EncodedAttributes,
+    attributes: MapRow,
+    attribute_types: MapRow,
     dropped: i64,
     schema_url: String,
+}
+
+/// Consecutive rows of one resource and scope (indices into `RowContext`'s lists).
+struct Run {
+    resource: usize,
+    scope: usize,
+    rows: usize,
 }
 
 /// `service.name` of a resource, `unknown_service` when absent or empty.
@@ -62,98 +75,57 @@ impl StringLists {
     }
 }
 
-/// The resource and scope being walked, and their columns for every row so far.
+/// The resources and scopes walked, and which rows belong to which: their columns are built
+/// at the end, each resource and scope copied onto its rows (crate::repeat).
+#[derive(Default)]
 pub struct RowContext {
-    resource: EncodedResource,
-    scope: EncodedScope,
-    service_name: Strings,
-    resource_attributes: AttributeColumns,
-    resource_dropped: Vec<i64>,
-    entity_offsets: Vec<i32>,
-    entity_schema_url: Strings,
-    entity_type: Strings,
-    entity_id_keys: StringLists,
-    entity_description_keys: StringLists,
-    resource_schema_url: Strings,
-    scope_name: Strings,
-    scope_version: Strings,
-    scope_attributes: AttributeColumns,
-    scope_dropped: Vec<i64>,
-    scope_schema_url: Strings,
+    resources: Vec<EncodedResource>,
+    scopes: Vec<EncodedScope>,
+    runs: Vec<Run>,
 }
 
 impl RowContext {
-    /// The context of the table `name`'s rows, its builders `Strings::sized` as that table's
-    /// parts 0-4 and 10-17 were: these columns repeat the resource and scope on every row, so
-    /// they are among the largest. (The only constructor: a default one would allocate
-    /// builders that sizing then replaces.)
-    pub fn sized(name: &'static str) -> Self {
-        Self {
-            resource: EncodedResource::default(),
-            scope: EncodedScope::default(),
-            service_name: Strings::sized(name, 0),
-            resource_attributes: AttributeColumns::sized(name, 10),
-            resource_dropped: Vec::new(),
-            entity_offsets: vec![0],
-            entity_schema_url: Strings::default(),
-            entity_type: Strings::default(),
-            entity_id_keys: StringLists::new(),
-            entity_description_keys: StringLists::new(),
-            resource_schema_url: Strings::sized(name, 1),
-            scope_name: Strings::sized(name, 2),
-            scope_version: Strings::sized(name, 3),
-            scope_attributes: AttributeColumns::sized(name, 14),
-            scope_dropped: Vec::new(),
-            scope_schema_url: Strings::sized(name, 4),
-        }
+    pub fn new() -> Self {
+        Self::default()
     }
 
     pub fn enter_resource(&mut self, resource: Option<&Resource>, schema_url: &str) -> Result<(), Fallback> {
         let default = Resource::default();
         let resource = resource.unwrap_or(&default);
-        self.resource = EncodedResource {
+        let (attributes, attribute_types) = EncodedAttributes::new(&resource.attributes)?.map_rows();
+        self.resources.push(EncodedResource {
             service_name: service_name(resource)?,
-            attributes: EncodedAttributes::new(&resource.attributes)?,
+            attributes,
+            attribute_types,
             dropped: resource.dropped_attributes_count as i64,
             entity_refs: resource.entity_refs.clone(),
             schema_url: schema_url.to_string(),
-        };
+        });
         Ok(())
     }
 
     pub fn enter_scope(&mut self, scope: Option<&InstrumentationScope>, schema_url: &str) -> Result<(), Fallback> {
         let default = InstrumentationScope::default();
         let scope = scope.unwrap_or(&default);
-        self.scope = EncodedScope {
+        let (attributes, attribute_types) = EncodedAttributes::new(&scope.attributes)?.map_rows();
+        self.scopes.push(EncodedScope {
             name: scope.name.clone(),
             version: scope.version.clone(),
-            attributes: EncodedAttributes::new(&scope.attributes)?,
+            attributes,
+            attribute_types,
             dropped: scope.dropped_attributes_count as i64,
             schema_url: schema_url.to_string(),
-        };
+        });
         Ok(())
     }
 
-    /// One more row belongs to the current resource and scope.
+    /// One more row belongs to the resource and scope entered last.
     pub fn add_row(&mut self) {
-        let r = &self.resource;
-        self.service_name.append_value(&r.service_name);
-        self.resource_attributes.append_encoded(&r.attributes);
-        self.resource_dropped.push(r.dropped);
-        for entity in &r.entity_refs {
-            self.entity_schema_url.append_value(&entity.schema_url);
-            self.entity_type.append_value(&entity.r#type);
-            self.entity_id_keys.append(&entity.id_keys);
-            self.entity_description_keys.append(&entity.description_keys);
+        let (resource, scope) = (self.resources.len() - 1, self.scopes.len() - 1);
+        match self.runs.last_mut() {
+            Some(run) if run.resource == resource && run.scope == scope => run.rows += 1,
+            _ => self.runs.push(Run { resource, scope, rows: 1 }),
         }
-        self.entity_offsets.push(self.entity_type.len() as i32);
-        self.resource_schema_url.append_value(&r.schema_url);
-        let s = &self.scope;
-        self.scope_name.append_value(&s.name);
-        self.scope_version.append_value(&s.version);
-        self.scope_attributes.append_encoded(&s.attributes);
-        self.scope_dropped.push(s.dropped);
-        self.scope_schema_url.append_value(&s.schema_url);
     }
 
     /// Walks an Export request's bytes in place (crate::wire): each resource and scope is
@@ -183,34 +155,61 @@ impl RowContext {
 
     /// The `service_name`, `resource_*` and `scope_*` columns, typed from the table `fields`.
     pub fn finish(self, fields: &Fields) -> Result<Columns, String> {
+        let resources = || self.runs.iter().map(|run| (&self.resources[run.resource], run.rows));
+        let scopes = || self.runs.iter().map(|run| (&self.scopes[run.scope], run.rows));
         let mut columns = Columns::default();
-        columns.put("service_name", strings(self.service_name));
-        self.resource_attributes.finish(
-            fields,
-            ["resource_attributes", "resource_attribute_types"],
-            &mut columns,
+        columns.put("service_name", repeated_strings(resources().map(|(r, n)| (Some(r.service_name.as_str()), n))));
+        let map = |name: &'static str| field_type(fields, name);
+        columns.put("resource_attributes", repeated_map(map("resource_attributes"), resources().map(|(r, n)| (&r.attributes, n))));
+        columns.put(
+            "resource_attribute_types",
+            repeated_map(map("resource_attribute_types"), resources().map(|(r, n)| (&r.attribute_types, n))),
         );
-        columns.put("resource_dropped_attributes_count", int64(self.resource_dropped));
-        let refs_type = field_type(fields, "resource_entity_refs");
-        let ref_fields = struct_fields(refs_type);
-        let mut entity = Columns::default();
-        entity.put("schema_url", strings(self.entity_schema_url));
-        entity.put("type", strings(self.entity_type));
-        for (name, lists) in [
-            ("id_keys", self.entity_id_keys),
-            ("description_keys", self.entity_description_keys),
-        ] {
-            let values = strings(lists.values);
-            entity.put(name, list(field_type(ref_fields, name), lists.offsets, values));
-        }
-        let entity = std::sync::Arc::new(entity.into_struct(ref_fields)?);
-        columns.put("resource_entity_refs", list(refs_type, self.entity_offsets, entity));
-        columns.put("resource_schema_url", strings(self.resource_schema_url));
-        columns.put("scope_name", strings(self.scope_name));
-        columns.put("scope_version", strings(self.scope_version));
-        self.scope_attributes.finish(fields, ["scope_attributes", "scope_attribute_types"], &mut columns);
-        columns.put("scope_dropped_attributes_count", int64(self.scope_dropped));
-        columns.put("scope_schema_url", strings(self.scope_schema_url));
+        columns.put("resource_dropped_attributes_count", repeated_i64(resources().map(|(r, n)| (r.dropped, n))));
+        columns.put("resource_entity_refs", entity_refs(field_type(fields, "resource_entity_refs"), resources())?);
+        columns.put("resource_schema_url", repeated_strings(resources().map(|(r, n)| (Some(r.schema_url.as_str()), n))));
+        columns.put("scope_name", repeated_strings(scopes().map(|(s, n)| (Some(s.name.as_str()), n))));
+        columns.put("scope_version", repeated_strings(scopes().map(|(s, n)| (Some(s.version.as_str()), n))));
+        columns.put("scope_attributes", repeated_map(map("scope_attributes"), scopes().map(|(s, n)| (&s.attributes, n))));
+        columns.put(
+            "scope_attribute_types",
+            repeated_map(map("scope_attribute_types"), scopes().map(|(s, n)| (&s.attribute_types, n))),
+        );
+        columns.put("scope_dropped_attributes_count", repeated_i64(scopes().map(|(s, n)| (s.dropped, n))));
+        columns.put("scope_schema_url", repeated_strings(scopes().map(|(s, n)| (Some(s.schema_url.as_str()), n))));
         Ok(columns)
     }
+}
+
+/// The `resource_entity_refs` column (LIST<STRUCT>) of `refs_type`: most resources have none.
+fn entity_refs<'a>(
+    refs_type: &DataType,
+    resources: impl Iterator<Item = (&'a EncodedResource, usize)>,
+) -> Result<ArrayRef, String> {
+    let mut offsets = vec![0i32];
+    let mut schema_url = Strings::default();
+    let mut type_ = Strings::default();
+    let mut id_keys = StringLists::new();
+    let mut description_keys = StringLists::new();
+    for (resource, n) in resources {
+        for _ in 0..n {
+            for entity in &resource.entity_refs {
+                schema_url.append_value(&entity.schema_url);
+                type_.append_value(&entity.r#type);
+                id_keys.append(&entity.id_keys);
+                description_keys.append(&entity.description_keys);
+            }
+            offsets.push(type_.len() as i32);
+        }
+    }
+    let ref_fields = struct_fields(refs_type);
+    let mut entity = Columns::default();
+    entity.put("schema_url", strings(schema_url));
+    entity.put("type", strings(type_));
+    for (name, lists) in [("id_keys", id_keys), ("description_keys", description_keys)] {
+        let values = strings(lists.values);
+        entity.put(name, list(field_type(ref_fields, name), lists.offsets, values));
+    }
+    let entity = std::sync::Arc::new(entity.into_struct(ref_fields)?);
+    Ok(list(refs_type, offsets, entity))
 }

@@ -20,6 +20,7 @@ mod context;
 mod logs;
 mod metrics;
 mod pyrepr;
+mod repeat;
 mod spans;
 mod wire;
 

@@ -111,7 +111,7 @@ impl LogColumns {
 pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Outcome, String> {
     let mut rejected = Rejections::new(max_messages);
     crate::columns::begin_request(raw.len());
-    let mut ctx = RowContext::sized("logs");
+    let mut ctx = RowContext::new();
     let mut logs = LogColumns {
         severity_text: Strings::sized("logs", 30),
         body: Strings::sized("logs", 31),

@@ -16,6 +16,7 @@ use crate::columns::{
     AttributeColumns, Columns, EncodedAttributes, Rejections, Strings, SPAN_ID_BYTES, TRACE_ID_BYTES,
 };
 use crate::context::RowContext;
+use crate::repeat::{repeated_map, repeated_strings, MapRow};
 use crate::otlp::opentelemetry::proto::common::v1::InstrumentationScope;
 use crate::otlp::opentelemetry::proto::metrics::v1::AggregationTemporality;
 use crate::otlp::opentelemetry::proto::resource::v1::Resource;
@@ -453,10 +454,8 @@ struct Points {
     kind: Kind,
     ctx: RowContext,
     entered: Option<(usize, usize)>, // the resource and scope `ctx` holds (walk numbering)
-    metric_name: Strings,
-    metric_description: Strings,
-    metric_unit: Strings,
-    metric_metadata: AttributeColumns,
+    metrics: Vec<EncodedMetric>,       // the metrics with points here, and how many each
+    metric_entered: Option<usize>,     // the last of them (walk numbering)
     start: Vec<i64>,
     time: Vec<i64>,
     attributes: AttributeColumns,
@@ -465,8 +464,7 @@ struct Points {
     // gauge, sum
     value_double: Vec<Option<f64>>,
     value_int: Vec<Option<i64>>,
-    // sum, histogram, exponential histogram
-    temporality: Strings,
+    // sum (its aggregation temporality, and histograms', is the metric's: EncodedMetric)
     monotonic: Vec<bool>,
     // histogram, exponential histogram, summary
     count: Vec<i64>,
@@ -501,10 +499,23 @@ struct Place<'a> {
 
 /// The metric a point belongs to, its metadata encoded once.
 struct MetricInfo<'a> {
+    number: usize, // in the request
     name: &'a str,
     description: &'a str,
     unit: &'a str,
     metadata: EncodedAttributes,
+    temporality: Option<String>, // the name, for the types that have one
+}
+
+/// A metric as its columns hold it on every point (crate::repeat), and its points' count here.
+struct EncodedMetric {
+    name: String,
+    description: String,
+    unit: String,
+    metadata: MapRow,
+    metadata_types: MapRow,
+    temporality: Option<String>,
+    points: usize,
 }
 
 impl Points {
@@ -512,12 +523,10 @@ impl Points {
     fn new(kind: Kind, name: &'static str) -> Self {
         Self {
             kind,
-            ctx: RowContext::sized(name),
+            ctx: RowContext::new(),
             entered: None,
-            metric_name: Strings::sized(name, 30),
-            metric_description: Strings::sized(name, 31),
-            metric_unit: Strings::sized(name, 32),
-            metric_metadata: AttributeColumns::sized(name, 40),
+            metrics: Vec::new(),
+            metric_entered: None,
             start: Vec::new(),
             time: Vec::new(),
             attributes: AttributeColumns::sized(name, 44),
@@ -525,7 +534,6 @@ impl Points {
             exemplars: ExemplarColumns::new(name),
             value_double: Vec::new(),
             value_int: Vec::new(),
-            temporality: Strings::sized(name, 33),
             monotonic: Vec::new(),
             count: Vec::new(),
             sum: Vec::new(),
@@ -575,10 +583,20 @@ impl Points {
             self.entered = Some(place.number);
         }
         self.ctx.add_row();
-        self.metric_name.append_value(metric.name);
-        self.metric_description.append_value(metric.description);
-        self.metric_unit.append_value(metric.unit);
-        self.metric_metadata.append_encoded(&metric.metadata);
+        if self.metric_entered != Some(metric.number) {
+            let (metadata, metadata_types) = metric.metadata.map_rows();
+            self.metrics.push(EncodedMetric {
+                name: metric.name.to_string(),
+                description: metric.description.to_string(),
+                unit: metric.unit.to_string(),
+                metadata,
+                metadata_types,
+                temporality: metric.temporality.clone(),
+                points: 0,
+            });
+            self.metric_entered = Some(metric.number);
+        }
+        self.metrics.last_mut().expect("entered above").points += 1;
         self.start.push(point.start as i64);
         self.time.push(point.time as i64);
         self.attributes.append_wire(point.attributes, attributes_field)?;
@@ -615,11 +633,14 @@ impl Points {
         let (time, date) = timestamp_and_date(&self.time);
         columns.put("date", date);
         columns.put("time", time);
-        columns.put("metric_name", strings(self.metric_name));
-        columns.put("metric_description", strings(self.metric_description));
-        columns.put("metric_unit", strings(self.metric_unit));
-        self.metric_metadata
-            .finish(fields, ["metric_metadata", "metric_metadata_types"], &mut columns);
+        let metrics = || self.metrics.iter().map(|m| (m, m.points));
+        columns.put("metric_name", repeated_strings(metrics().map(|(m, n)| (Some(m.name.as_str()), n))));
+        columns.put("metric_description", repeated_strings(metrics().map(|(m, n)| (Some(m.description.as_str()), n))));
+        columns.put("metric_unit", repeated_strings(metrics().map(|(m, n)| (Some(m.unit.as_str()), n))));
+        let metadata_type = field_type(fields, "metric_metadata");
+        columns.put("metric_metadata", repeated_map(metadata_type, metrics().map(|(m, n)| (&m.metadata, n))));
+        let types_type = field_type(fields, "metric_metadata_types");
+        columns.put("metric_metadata_types", repeated_map(types_type, metrics().map(|(m, n)| (&m.metadata_types, n))));
         columns.put("start_time_unix_nano", int64(self.start));
         columns.put("time_unix_nano", int64(self.time));
         self.attributes.finish(fields, ["attributes", "attribute_types"], &mut columns);
@@ -633,7 +654,8 @@ impl Points {
             columns.put("value_int", Arc::new(Int64Array::from(self.value_int)));
         }
         if matches!(kind, Kind::Sum | Kind::Histogram | Kind::ExponentialHistogram) {
-            columns.put("aggregation_temporality", strings(self.temporality));
+            let temporality = metrics().map(|(m, n)| (m.temporality.as_deref(), n));
+            columns.put("aggregation_temporality", repeated_strings(temporality));
         }
         if kind == Kind::Sum {
             columns.put("is_monotonic", Arc::new(BooleanArray::from(self.monotonic)));
@@ -684,14 +706,10 @@ fn append_metric<'a>(
     scratch: &mut String,
 ) -> Result<(), Fallback> {
     let t = &mut tables[kind.index()];
-    let temporality = kind.has_temporality().then(|| temporality_name(data.temporality));
     for point in wire::repeated(data.points, 1) {
         let p = PointView::read(kind, point?, lists)?;
         if !t.add_point(place, metric, &p, &lists.exemplars, rejected, scratch)? {
             continue;
-        }
-        if let Some(temporality) = &temporality {
-            t.temporality.append_value(temporality);
         }
         match kind {
             Kind::Gauge => t.number_value(p.number),
@@ -735,6 +753,7 @@ fn walk<'a>(
     rejected: &mut Rejections,
     scratch: &mut String,
 ) -> Result<(), Fallback> {
+    let mut metric_number = 0;
     for (r, resource_part) in wire::repeated(raw, 1).enumerate() {
         let resource_part = resource_part?;
         let (resource, resource_url) = wire::header(resource_part, 1, 2, 3)?;
@@ -758,8 +777,16 @@ fn walk<'a>(
                     rejected.note(format!("metric {name} has no data points and was dropped"));
                     continue;
                 };
-                let info = MetricInfo { name: metric.name, description: metric.description, unit: metric.unit, metadata };
+                metric_number += 1;
                 let data = DataView::read(kind, data)?;
+                let info = MetricInfo {
+                    number: metric_number,
+                    name: metric.name,
+                    description: metric.description,
+                    unit: metric.unit,
+                    metadata,
+                    temporality: kind.has_temporality().then(|| temporality_name(data.temporality)),
+                };
                 append_metric(tables, &place, &info, kind, data, lists, rejected, scratch)?;
             }
         }

@@ -277,7 +277,7 @@ impl SpanColumns {
 pub fn convert(raw: &[u8], schemas: &Schemas, max_messages: usize) -> Result<Outcome, String> {
     let mut rejected = Rejections::new(max_messages);
     crate::columns::begin_request(raw.len());
-    let mut ctx = RowContext::sized("spans");
+    let mut ctx = RowContext::new();
     let mut spans = SpanColumns {
         trace_id: Strings::sized("spans", 30),
         span_id: Strings::sized("spans", 31),

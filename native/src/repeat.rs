@@ -1,0 +1,150 @@
+//! Columns whose rows repeat a few values in runs (a request's resources and scopes, on every
+//! row that belongs to them), built once the rows are known, at their exact size.
+//!
+//! Appending the same resource to a builder row after row paid the builder's per-value work
+//! (capacity checks, an offset, a validity bit) for every key and value of every row, and grew
+//! buffers whose size was only guessed. Here each distinct value is laid out once as Arrow
+//! lays it out (`MapRow`), and a run of rows copies those bytes and shifts their offsets.
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Int64Array, MapArray, StringArray, StructArray};
+use arrow_buffer::{BooleanBufferBuilder, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_schema::DataType;
+
+use crate::columns::struct_fields;
+
+/// One string column's values and offsets, filled run by run.
+struct Utf8Parts {
+    values: Vec<u8>,
+    offsets: Vec<i32>,
+    validity: Option<BooleanBufferBuilder>,
+}
+
+impl Utf8Parts {
+    fn new(items: usize, bytes: usize, nullable: bool) -> Self {
+        // the same limit as arrow's builders (which panic past it): i32 offsets
+        assert!(bytes <= i32::MAX as usize, "string column of {bytes} bytes exceeds i32 offsets");
+        let mut offsets = Vec::with_capacity(items + 1);
+        offsets.push(0);
+        Self { values: Vec::with_capacity(bytes), offsets, validity: nullable.then(|| BooleanBufferBuilder::new(items)) }
+    }
+
+    fn finish(self) -> StringArray {
+        let nulls = self.validity.map(|mut valid| NullBuffer::new(valid.finish()));
+        // the bytes are copies of `str`s cut at their boundaries: valid UTF-8 (checked anyway)
+        StringArray::try_new(OffsetBuffer::new(ScalarBuffer::from(self.offsets)), Buffer::from_vec(self.values), nulls)
+            .expect("repeated strings are valid UTF-8 with monotonic offsets")
+    }
+}
+
+/// `(value, rows)` runs as one string column (None: null).
+pub fn repeated_strings<'a>(runs: impl Iterator<Item = (Option<&'a str>, usize)> + Clone) -> ArrayRef {
+    let (mut rows, mut bytes, mut nullable) = (0, 0, false);
+    for (value, n) in runs.clone() {
+        rows += n;
+        bytes += value.map_or(0, str::len) * n;
+        nullable |= value.is_none() && n > 0;
+    }
+    let mut parts = Utf8Parts::new(rows, bytes, nullable);
+    for (value, n) in runs {
+        let text = value.unwrap_or("").as_bytes();
+        for _ in 0..n {
+            parts.values.extend_from_slice(text);
+            parts.offsets.push(parts.values.len() as i32);
+        }
+        if let Some(valid) = parts.validity.as_mut() {
+            valid.append_n(n, value.is_some());
+        }
+    }
+    Arc::new(parts.finish())
+}
+
+/// `(value, rows)` runs as one int64 column.
+pub fn repeated_i64(runs: impl Iterator<Item = (i64, usize)>) -> ArrayRef {
+    let mut values = Vec::new();
+    for (value, n) in runs {
+        values.extend(std::iter::repeat(value).take(n));
+    }
+    Arc::new(Int64Array::from(values))
+}
+
+/// The entries of one MAP<STRING,STRING> row (values may be null), laid out as the map's
+/// key and value columns hold them: a row is repeated by copying its bytes.
+#[derive(Default, Clone)]
+pub struct MapRow {
+    keys: Vec<u8>,
+    key_ends: Vec<i32>,
+    values: Vec<u8>,
+    value_ends: Vec<i32>,
+    valid: Vec<bool>,
+}
+
+impl MapRow {
+    pub fn push(&mut self, key: &str, value: Option<&str>) {
+        self.keys.extend_from_slice(key.as_bytes());
+        self.key_ends.push(self.keys.len() as i32);
+        self.values.extend_from_slice(value.unwrap_or("").as_bytes());
+        self.value_ends.push(self.values.len() as i32);
+        self.valid.push(value.is_some());
+    }
+
+    fn len(&self) -> usize {
+        self.key_ends.len()
+    }
+
+    fn has_null(&self) -> bool {
+        self.valid.contains(&false)
+    }
+}
+
+/// Appends `n` copies of a row's bytes and of its offsets, shifted past what `parts` holds.
+fn copy_rows(parts: &mut Utf8Parts, bytes: &[u8], ends: &[i32], n: usize) {
+    for _ in 0..n {
+        let base = parts.values.len() as i32;
+        parts.values.extend_from_slice(bytes);
+        parts.offsets.extend(ends.iter().map(|end| base + end));
+    }
+}
+
+/// `(row, rows)` runs as one MAP<STRING,STRING> column of `data_type`.
+pub fn repeated_map<'a>(data_type: &DataType, runs: impl Iterator<Item = (&'a MapRow, usize)> + Clone) -> ArrayRef {
+    let DataType::Map(entries_field, sorted) = data_type else {
+        panic!("expected a map type, got {data_type}")
+    };
+    let (mut rows, mut entries, mut key_bytes, mut value_bytes, mut nullable) = (0, 0, 0, 0, false);
+    for (row, n) in runs.clone() {
+        rows += n;
+        entries += row.len() * n;
+        key_bytes += row.keys.len() * n;
+        value_bytes += row.values.len() * n;
+        nullable |= n > 0 && row.has_null();
+    }
+    let mut offsets = Vec::with_capacity(rows + 1);
+    offsets.push(0i32);
+    let mut keys = Utf8Parts::new(entries, key_bytes, false);
+    let mut values = Utf8Parts::new(entries, value_bytes, nullable);
+    for (row, n) in runs {
+        copy_rows(&mut keys, &row.keys, &row.key_ends, n);
+        copy_rows(&mut values, &row.values, &row.value_ends, n);
+        if let Some(valid) = values.validity.as_mut() {
+            for _ in 0..n {
+                valid.append_slice(&row.valid);
+            }
+        }
+        let width = row.len() as i32;
+        let mut end = *offsets.last().expect("offsets start at 0");
+        for _ in 0..n {
+            end += width;
+            offsets.push(end);
+        }
+    }
+    let fields = struct_fields(entries_field.data_type()).clone();
+    let entries_array = StructArray::new(fields, vec![Arc::new(keys.finish()), Arc::new(values.finish())], None);
+    Arc::new(MapArray::new(
+        entries_field.clone(),
+        OffsetBuffer::new(ScalarBuffer::from(offsets)),
+        entries_array,
+        None,
+        *sorted,
+    ))
+}
