@@ -160,17 +160,24 @@ impl RowContext {
         let mut columns = Columns::default();
         columns.put("service_name", repeated_strings(resources().map(|(r, n)| (Some(r.service_name.as_str()), n))));
         let map = |name: &'static str| field_type(fields, name);
-        columns.put("resource_attributes", repeated_map(map("resource_attributes"), resources().map(|(r, n)| (&r.attributes, n))));
+        columns.put(
+            "resource_attributes",
+            repeated_map(map("resource_attributes"), resources().map(|(r, n)| (&r.attributes, n))),
+        );
         columns.put(
             "resource_attribute_types",
             repeated_map(map("resource_attribute_types"), resources().map(|(r, n)| (&r.attribute_types, n))),
         );
         columns.put("resource_dropped_attributes_count", repeated_i64(resources().map(|(r, n)| (r.dropped, n))));
         columns.put("resource_entity_refs", entity_refs(field_type(fields, "resource_entity_refs"), resources())?);
-        columns.put("resource_schema_url", repeated_strings(resources().map(|(r, n)| (Some(r.schema_url.as_str()), n))));
+        let schema_urls = resources().map(|(r, n)| (Some(r.schema_url.as_str()), n));
+        columns.put("resource_schema_url", repeated_strings(schema_urls));
         columns.put("scope_name", repeated_strings(scopes().map(|(s, n)| (Some(s.name.as_str()), n))));
         columns.put("scope_version", repeated_strings(scopes().map(|(s, n)| (Some(s.version.as_str()), n))));
-        columns.put("scope_attributes", repeated_map(map("scope_attributes"), scopes().map(|(s, n)| (&s.attributes, n))));
+        columns.put(
+            "scope_attributes",
+            repeated_map(map("scope_attributes"), scopes().map(|(s, n)| (&s.attributes, n))),
+        );
         columns.put(
             "scope_attribute_types",
             repeated_map(map("scope_attribute_types"), scopes().map(|(s, n)| (&s.attribute_types, n))),

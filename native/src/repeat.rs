@@ -1,5 +1,6 @@
-//! Columns whose rows repeat a few values in runs (a request's resources and scopes, on every
-//! row that belongs to them), built once the rows are known, at their exact size.
+//! Columns whose rows repeat a few values in runs (a request's resources and scopes, and a
+//! metric's name, unit and metadata, on every row that belongs to them), built once the rows
+//! are known, at their exact size.
 //!
 //! Appending the same resource to a builder row after row paid the builder's per-value work
 //! (capacity checks, an offset, a validity bit) for every key and value of every row, and grew
@@ -26,13 +27,15 @@ impl Utf8Parts {
         assert!(bytes <= i32::MAX as usize, "string column of {bytes} bytes exceeds i32 offsets");
         let mut offsets = Vec::with_capacity(items + 1);
         offsets.push(0);
-        Self { values: Vec::with_capacity(bytes), offsets, validity: nullable.then(|| BooleanBufferBuilder::new(items)) }
+        let validity = nullable.then(|| BooleanBufferBuilder::new(items));
+        Self { values: Vec::with_capacity(bytes), offsets, validity }
     }
 
     fn finish(self) -> StringArray {
         let nulls = self.validity.map(|mut valid| NullBuffer::new(valid.finish()));
         // the bytes are copies of `str`s cut at their boundaries: valid UTF-8 (checked anyway)
-        StringArray::try_new(OffsetBuffer::new(ScalarBuffer::from(self.offsets)), Buffer::from_vec(self.values), nulls)
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
+        StringArray::try_new(offsets, Buffer::from_vec(self.values), nulls)
             .expect("repeated strings are valid UTF-8 with monotonic offsets")
     }
 }
@@ -60,8 +63,8 @@ pub fn repeated_strings<'a>(runs: impl Iterator<Item = (Option<&'a str>, usize)>
 }
 
 /// `(value, rows)` runs as one int64 column.
-pub fn repeated_i64(runs: impl Iterator<Item = (i64, usize)>) -> ArrayRef {
-    let mut values = Vec::new();
+pub fn repeated_i64(runs: impl Iterator<Item = (i64, usize)> + Clone) -> ArrayRef {
+    let mut values = Vec::with_capacity(runs.clone().map(|(_, n)| n).sum());
     for (value, n) in runs {
         values.extend(std::iter::repeat(value).take(n));
     }
