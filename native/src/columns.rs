@@ -11,7 +11,7 @@ use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Fields};
 
 use crate::anyvalue::{encode, encode_wire, Encoded, Fallback};
-use crate::repeat::MapRow;
+use crate::repeat::AttributeRows;
 use crate::wire;
 use crate::otlp::opentelemetry::proto::common::v1::KeyValue;
 
@@ -328,16 +328,15 @@ impl EncodedAttributes {
     }
 
     /// Its `attributes` and `attribute_types` rows, for columns that repeat them (crate::repeat).
-    pub fn map_rows(&self) -> (MapRow, MapRow) {
-        let mut values = MapRow::default();
+    pub fn map_rows(&self) -> AttributeRows {
+        let mut rows = AttributeRows::default();
         for (key, text) in &self.pairs {
-            values.push(key, text.as_deref());
+            rows.values.push(key, text.as_deref());
         }
-        let mut types = MapRow::default();
         for (key, type_) in &self.types {
-            types.push(key, Some(type_));
+            rows.types.push(key, Some(type_));
         }
-        (values, types)
+        rows
     }
 }
 

@@ -6,7 +6,7 @@ use arrow_schema::{DataType, Fields};
 
 use crate::anyvalue::{encode, Fallback};
 use crate::columns::{field_type, list, strings, struct_fields, Columns, EncodedAttributes, Strings};
-use crate::repeat::{repeated_i64, repeated_map, repeated_strings, MapRow};
+use crate::repeat::{put_repeated_attributes, repeated_i64, repeated_strings, AttributeRows};
 use crate::otlp::opentelemetry::proto::common::v1::{EntityRef, InstrumentationScope};
 use crate::otlp::opentelemetry::proto::resource::v1::Resource;
 use crate::wire;
@@ -18,8 +18,7 @@ const SERVICE_NAME_KEY: &str = "service.name";
 #[derive(Default)]
 struct EncodedResource {
     service_name: String,
-    attributes: MapRow,
-    attribute_types: MapRow,
+    attributes: AttributeRows,
     dropped: i64,
     entity_refs: Vec<EntityRef>,
     schema_url: String,
@@ -30,8 +29,7 @@ struct EncodedResource {
 struct EncodedScope {
     name: String,
     version: String,
-    attributes: MapRow,
-    attribute_types: MapRow,
+    attributes: AttributeRows,
     dropped: i64,
     schema_url: String,
 }
@@ -92,11 +90,9 @@ impl RowContext {
     pub fn enter_resource(&mut self, resource: Option<&Resource>, schema_url: &str) -> Result<(), Fallback> {
         let default = Resource::default();
         let resource = resource.unwrap_or(&default);
-        let (attributes, attribute_types) = EncodedAttributes::new(&resource.attributes)?.map_rows();
         self.resources.push(EncodedResource {
             service_name: service_name(resource)?,
-            attributes,
-            attribute_types,
+            attributes: EncodedAttributes::new(&resource.attributes)?.map_rows(),
             dropped: resource.dropped_attributes_count as i64,
             entity_refs: resource.entity_refs.clone(),
             schema_url: schema_url.to_string(),
@@ -107,12 +103,10 @@ impl RowContext {
     pub fn enter_scope(&mut self, scope: Option<&InstrumentationScope>, schema_url: &str) -> Result<(), Fallback> {
         let default = InstrumentationScope::default();
         let scope = scope.unwrap_or(&default);
-        let (attributes, attribute_types) = EncodedAttributes::new(&scope.attributes)?.map_rows();
         self.scopes.push(EncodedScope {
             name: scope.name.clone(),
             version: scope.version.clone(),
-            attributes,
-            attribute_types,
+            attributes: EncodedAttributes::new(&scope.attributes)?.map_rows(),
             dropped: scope.dropped_attributes_count as i64,
             schema_url: schema_url.to_string(),
         });
@@ -159,29 +153,16 @@ impl RowContext {
         let scopes = || self.runs.iter().map(|run| (&self.scopes[run.scope], run.rows));
         let mut columns = Columns::default();
         columns.put("service_name", repeated_strings(resources().map(|(r, n)| (Some(r.service_name.as_str()), n))));
-        let map = |name: &'static str| field_type(fields, name);
-        columns.put(
-            "resource_attributes",
-            repeated_map(map("resource_attributes"), resources().map(|(r, n)| (&r.attributes, n))),
-        );
-        columns.put(
-            "resource_attribute_types",
-            repeated_map(map("resource_attribute_types"), resources().map(|(r, n)| (&r.attribute_types, n))),
-        );
+        let names = ["resource_attributes", "resource_attribute_types"];
+        put_repeated_attributes(&mut columns, fields, names, resources().map(|(r, n)| (&r.attributes, n)));
         columns.put("resource_dropped_attributes_count", repeated_i64(resources().map(|(r, n)| (r.dropped, n))));
         columns.put("resource_entity_refs", entity_refs(field_type(fields, "resource_entity_refs"), resources())?);
         let schema_urls = resources().map(|(r, n)| (Some(r.schema_url.as_str()), n));
         columns.put("resource_schema_url", repeated_strings(schema_urls));
         columns.put("scope_name", repeated_strings(scopes().map(|(s, n)| (Some(s.name.as_str()), n))));
         columns.put("scope_version", repeated_strings(scopes().map(|(s, n)| (Some(s.version.as_str()), n))));
-        columns.put(
-            "scope_attributes",
-            repeated_map(map("scope_attributes"), scopes().map(|(s, n)| (&s.attributes, n))),
-        );
-        columns.put(
-            "scope_attribute_types",
-            repeated_map(map("scope_attribute_types"), scopes().map(|(s, n)| (&s.attribute_types, n))),
-        );
+        let names = ["scope_attributes", "scope_attribute_types"];
+        put_repeated_attributes(&mut columns, fields, names, scopes().map(|(s, n)| (&s.attributes, n)));
         columns.put("scope_dropped_attributes_count", repeated_i64(scopes().map(|(s, n)| (s.dropped, n))));
         columns.put("scope_schema_url", repeated_strings(scopes().map(|(s, n)| (Some(s.schema_url.as_str()), n))));
         Ok(columns)

@@ -16,7 +16,7 @@ use crate::columns::{
     AttributeColumns, Columns, EncodedAttributes, Rejections, Strings, SPAN_ID_BYTES, TRACE_ID_BYTES,
 };
 use crate::context::RowContext;
-use crate::repeat::{repeated_map, repeated_strings, MapRow};
+use crate::repeat::{put_repeated_attributes, repeated_strings, AttributeRows};
 use crate::otlp::opentelemetry::proto::common::v1::InstrumentationScope;
 use crate::otlp::opentelemetry::proto::metrics::v1::AggregationTemporality;
 use crate::otlp::opentelemetry::proto::resource::v1::Resource;
@@ -512,8 +512,7 @@ struct EncodedMetric {
     name: String,
     description: String,
     unit: String,
-    metadata: MapRow,
-    metadata_types: MapRow,
+    metadata: AttributeRows,
     temporality: Option<String>,
     points: usize,
 }
@@ -584,13 +583,11 @@ impl Points {
         }
         self.ctx.add_row();
         if self.metric_entered != Some(metric.number) {
-            let (metadata, metadata_types) = metric.metadata.map_rows();
             self.metrics.push(EncodedMetric {
                 name: metric.name.to_string(),
                 description: metric.description.to_string(),
                 unit: metric.unit.to_string(),
-                metadata,
-                metadata_types,
+                metadata: metric.metadata.map_rows(),
                 temporality: metric.temporality.clone(),
                 points: 0,
             });
@@ -637,10 +634,8 @@ impl Points {
         columns.put("metric_name", repeated_strings(metrics().map(|(m, n)| (Some(m.name.as_str()), n))));
         columns.put("metric_description", repeated_strings(metrics().map(|(m, n)| (Some(m.description.as_str()), n))));
         columns.put("metric_unit", repeated_strings(metrics().map(|(m, n)| (Some(m.unit.as_str()), n))));
-        let metadata_type = field_type(fields, "metric_metadata");
-        columns.put("metric_metadata", repeated_map(metadata_type, metrics().map(|(m, n)| (&m.metadata, n))));
-        let types_type = field_type(fields, "metric_metadata_types");
-        columns.put("metric_metadata_types", repeated_map(types_type, metrics().map(|(m, n)| (&m.metadata_types, n))));
+        let names = ["metric_metadata", "metric_metadata_types"];
+        put_repeated_attributes(&mut columns, fields, names, metrics().map(|(m, n)| (&m.metadata, n)));
         columns.put("start_time_unix_nano", int64(self.start));
         columns.put("time_unix_nano", int64(self.time));
         self.attributes.finish(fields, ["attributes", "attribute_types"], &mut columns);

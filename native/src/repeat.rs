@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, MapArray, StringArray, StructArray};
 use arrow_buffer::{BooleanBufferBuilder, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
-use arrow_schema::DataType;
+use arrow_schema::{DataType, Fields};
 
-use crate::columns::struct_fields;
+use crate::columns::{field_type, struct_fields, Columns};
 
 /// One string column's values and offsets, filled run by run.
 struct Utf8Parts {
@@ -98,6 +98,28 @@ impl MapRow {
     fn has_null(&self) -> bool {
         self.valid.contains(&false)
     }
+}
+
+/// An attribute list as its `attributes` and `attribute_types` map rows.
+#[derive(Default, Clone)]
+pub struct AttributeRows {
+    pub values: MapRow,
+    pub types: MapRow,
+}
+
+/// Puts the `[attributes, attribute_types]` columns `names`, typed from `fields`, each row of a
+/// run repeating its attribute list (the repeated twin of `columns::AttributeColumns::finish`).
+pub fn put_repeated_attributes<'a>(
+    columns: &mut Columns,
+    fields: &Fields,
+    names: [&'static str; 2],
+    runs: impl Iterator<Item = (&'a AttributeRows, usize)> + Clone,
+) {
+    let [values_name, types_name] = names;
+    let values = runs.clone().map(|(rows, n)| (&rows.values, n));
+    columns.put(values_name, repeated_map(field_type(fields, values_name), values));
+    let types = runs.map(|(rows, n)| (&rows.types, n));
+    columns.put(types_name, repeated_map(field_type(fields, types_name), types));
 }
 
 /// Appends `n` copies of a row's bytes and of its offsets, shifted past what `parts` holds.
