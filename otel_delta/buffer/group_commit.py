@@ -242,7 +242,7 @@ class GroupCommitBuffer:
         # the buffers' sizes: `nbytes` would walk every buffer's referenced range, 0.19 ms per
         # 8,192-span table against 0.006 ms, for the same figure on whole tables (the slices
         # of a table would count whole buffers here: more, never less, than they hold); or
-        # what the converter says the table holds, its buffers' capacities, if that is more
+        # what the converter says the table holds (its buffers as allocated), if that is more
         nbytes = max(held, data.get_total_buffer_size())
         pending.rows += data.num_rows
         pending.nbytes += nbytes

@@ -808,8 +808,9 @@ def test_mutated_random_requests_get_the_same_answer(native, signal, kind) -> No
 
 
 def test_native_tables_say_what_they_hold(native) -> None:
-    """The buffer's memory bound counts a native table by its buffers' capacities
-    (`Converted.held`): the builders' growth leaves more than pyarrow's lengths show."""
+    """The buffer's memory bound counts a native table by what its buffers hold as allocated
+    (`Converted.held`): their capacities in mimalloc's size classes, more than pyarrow's
+    lengths show."""
     rng = random.Random(7)
     request = ExportTraceServiceRequest()
     spans = request.resource_spans.add().scope_spans.add().spans
