@@ -73,7 +73,7 @@ pub fn repeated_i64(runs: impl Iterator<Item = (i64, usize)> + Clone) -> ArrayRe
 
 /// The entries of one MAP<STRING,STRING> row (values may be null), laid out as the map's
 /// key and value columns hold them: a row is repeated by copying its bytes.
-#[derive(Default, Clone)]
+#[derive(Default)]
 pub struct MapRow {
     keys: Vec<u8>,
     key_ends: Vec<i32>,
@@ -101,7 +101,7 @@ impl MapRow {
 }
 
 /// An attribute list as its `attributes` and `attribute_types` map rows.
-#[derive(Default, Clone)]
+#[derive(Default)]
 pub struct AttributeRows {
     pub values: MapRow,
     pub types: MapRow,
