@@ -152,19 +152,24 @@ impl RowContext {
         let resources = || self.runs.iter().map(|run| (&self.resources[run.resource], run.rows));
         let scopes = || self.runs.iter().map(|run| (&self.scopes[run.scope], run.rows));
         let mut columns = Columns::default();
-        columns.put("service_name", repeated_strings(resources().map(|(r, n)| (Some(r.service_name.as_str()), n))));
+        let column = |name: &str| field_type(fields, name);
+        let service_names = resources().map(|(r, n)| (Some(r.service_name.as_str()), n));
+        columns.put("service_name", repeated_strings(column("service_name"), service_names));
         let names = ["resource_attributes", "resource_attribute_types"];
         put_repeated_attributes(&mut columns, fields, names, resources().map(|(r, n)| (&r.attributes, n)));
         columns.put("resource_dropped_attributes_count", repeated_i64(resources().map(|(r, n)| (r.dropped, n))));
-        columns.put("resource_entity_refs", entity_refs(field_type(fields, "resource_entity_refs"), resources())?);
+        columns.put("resource_entity_refs", entity_refs(column("resource_entity_refs"), resources())?);
         let schema_urls = resources().map(|(r, n)| (Some(r.schema_url.as_str()), n));
-        columns.put("resource_schema_url", repeated_strings(schema_urls));
-        columns.put("scope_name", repeated_strings(scopes().map(|(s, n)| (Some(s.name.as_str()), n))));
-        columns.put("scope_version", repeated_strings(scopes().map(|(s, n)| (Some(s.version.as_str()), n))));
+        columns.put("resource_schema_url", repeated_strings(column("resource_schema_url"), schema_urls));
+        let scope_names = scopes().map(|(s, n)| (Some(s.name.as_str()), n));
+        columns.put("scope_name", repeated_strings(column("scope_name"), scope_names));
+        let versions = scopes().map(|(s, n)| (Some(s.version.as_str()), n));
+        columns.put("scope_version", repeated_strings(column("scope_version"), versions));
         let names = ["scope_attributes", "scope_attribute_types"];
         put_repeated_attributes(&mut columns, fields, names, scopes().map(|(s, n)| (&s.attributes, n)));
         columns.put("scope_dropped_attributes_count", repeated_i64(scopes().map(|(s, n)| (s.dropped, n))));
-        columns.put("scope_schema_url", repeated_strings(scopes().map(|(s, n)| (Some(s.schema_url.as_str()), n))));
+        let scope_urls = scopes().map(|(s, n)| (Some(s.schema_url.as_str()), n));
+        columns.put("scope_schema_url", repeated_strings(column("scope_schema_url"), scope_urls));
         Ok(columns)
     }
 }

@@ -631,9 +631,12 @@ impl Points {
         columns.put("date", date);
         columns.put("time", time);
         let metrics = || self.metrics.iter().map(|m| (m, m.points));
-        columns.put("metric_name", repeated_strings(metrics().map(|(m, n)| (Some(m.name.as_str()), n))));
-        columns.put("metric_description", repeated_strings(metrics().map(|(m, n)| (Some(m.description.as_str()), n))));
-        columns.put("metric_unit", repeated_strings(metrics().map(|(m, n)| (Some(m.unit.as_str()), n))));
+        let runs = metrics().map(|(m, n)| (Some(m.name.as_str()), n));
+        columns.put("metric_name", repeated_strings(field_type(fields, "metric_name"), runs));
+        let runs = metrics().map(|(m, n)| (Some(m.description.as_str()), n));
+        columns.put("metric_description", repeated_strings(field_type(fields, "metric_description"), runs));
+        let runs = metrics().map(|(m, n)| (Some(m.unit.as_str()), n));
+        columns.put("metric_unit", repeated_strings(field_type(fields, "metric_unit"), runs));
         let names = ["metric_metadata", "metric_metadata_types"];
         put_repeated_attributes(&mut columns, fields, names, metrics().map(|(m, n)| (&m.metadata, n)));
         columns.put("start_time_unix_nano", int64(self.start));
@@ -650,7 +653,8 @@ impl Points {
         }
         if matches!(kind, Kind::Sum | Kind::Histogram | Kind::ExponentialHistogram) {
             let temporality = metrics().map(|(m, n)| (m.temporality.as_deref(), n));
-            columns.put("aggregation_temporality", repeated_strings(temporality));
+            let kind = field_type(fields, "aggregation_temporality");
+            columns.put("aggregation_temporality", repeated_strings(kind, temporality));
         }
         if kind == Kind::Sum {
             columns.put("is_monotonic", Arc::new(BooleanArray::from(self.monotonic)));

@@ -6,9 +6,17 @@
 //! (capacity checks, an offset, a validity bit) for every key and value of every row, and grew
 //! buffers whose size was only guessed. Here each distinct value is laid out once as Arrow
 //! lays it out (`MapRow`), and a run of rows copies those bytes and shifts their offsets.
+//!
+//! Where the table's schema makes a column (or a map's keys and values) a dictionary
+//! (otel_delta/tables/packed.py: how the bridge buffers rows), each distinct value is stored
+//! once and a row holds its index: a resource's eight attributes then cost 64 bytes of indices
+//! per row instead of some 300 bytes of copies, and the Parquet writer takes the dictionary
+//! as it is instead of hashing every value again.
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Int64Array, MapArray, StringArray, StructArray};
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, DictionaryArray, Int32Array, Int64Array, MapArray, StringArray, StructArray};
 use arrow_buffer::{BooleanBufferBuilder, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Fields};
 
@@ -40,8 +48,45 @@ impl Utf8Parts {
     }
 }
 
-/// `(value, rows)` runs as one string column (None: null).
-pub fn repeated_strings<'a>(runs: impl Iterator<Item = (Option<&'a str>, usize)> + Clone) -> ArrayRef {
+/// Distinct strings in the order first seen, each with its index.
+#[derive(Default)]
+struct Distinct<'a> {
+    index: HashMap<&'a str, i32>,
+    values: Vec<&'a str>,
+}
+
+impl<'a> Distinct<'a> {
+    fn id(&mut self, value: &'a str) -> i32 {
+        let values = &mut self.values;
+        *self.index.entry(value).or_insert_with(|| {
+            values.push(value);
+            (values.len() - 1) as i32
+        })
+    }
+
+    /// The dictionary column of `keys` (an index per row; None: null) over these values.
+    fn finish(self, keys: Vec<i32>, validity: Option<BooleanBufferBuilder>) -> DictionaryArray<Int32Type> {
+        let nulls = validity.map(|mut valid| NullBuffer::new(valid.finish()));
+        let keys = Int32Array::new(ScalarBuffer::from(keys), nulls);
+        DictionaryArray::try_new(keys, Arc::new(StringArray::from(self.values)))
+            .expect("every index points into the distinct values")
+    }
+}
+
+/// Whether a string column (or a map's keys) is a dictionary in `data_type`.
+fn is_dictionary(data_type: &DataType) -> bool {
+    matches!(data_type, DataType::Dictionary(_, _))
+}
+
+/// `(value, rows)` runs as one string column of `data_type` (None: null), plain or a
+/// dictionary.
+pub fn repeated_strings<'a>(
+    data_type: &DataType,
+    runs: impl Iterator<Item = (Option<&'a str>, usize)> + Clone,
+) -> ArrayRef {
+    if is_dictionary(data_type) {
+        return Arc::new(repeated_dictionary(runs));
+    }
     let (mut rows, mut bytes, mut nullable) = (0, 0, false);
     for (value, n) in runs.clone() {
         rows += n;
@@ -60,6 +105,23 @@ pub fn repeated_strings<'a>(runs: impl Iterator<Item = (Option<&'a str>, usize)>
         }
     }
     Arc::new(parts.finish())
+}
+
+/// `(value, rows)` runs as one dictionary column: each distinct value once, an index per row.
+fn repeated_dictionary<'a>(runs: impl Iterator<Item = (Option<&'a str>, usize)> + Clone) -> DictionaryArray<Int32Type> {
+    let rows = runs.clone().map(|(_, n)| n).sum();
+    let nullable = runs.clone().any(|(value, n)| value.is_none() && n > 0);
+    let mut distinct = Distinct::default();
+    let mut keys = Vec::with_capacity(rows);
+    let mut validity = nullable.then(|| BooleanBufferBuilder::new(rows));
+    for (value, n) in runs {
+        let id = value.map_or(0, |v| distinct.id(v));
+        keys.extend(std::iter::repeat(id).take(n));
+        if let Some(valid) = validity.as_mut() {
+            valid.append_n(n, value.is_some());
+        }
+    }
+    distinct.finish(keys, validity)
 }
 
 /// `(value, rows)` runs as one int64 column.
@@ -98,6 +160,20 @@ impl MapRow {
     fn has_null(&self) -> bool {
         self.valid.contains(&false)
     }
+
+    /// Each entry's key and value (None: null), as pushed.
+    fn entries(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        (0..self.len()).map(move |i| {
+            let value = self.valid[i].then(|| text(&self.values, &self.value_ends, i));
+            (text(&self.keys, &self.key_ends, i), value)
+        })
+    }
+}
+
+/// The `i`th of the strings `bytes` holds, each ending at its `ends`.
+fn text<'a>(bytes: &'a [u8], ends: &[i32], i: usize) -> &'a str {
+    let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+    std::str::from_utf8(&bytes[start..ends[i] as usize]).expect("pushed as a str")
 }
 
 /// An attribute list as its `attributes` and `attribute_types` map rows.
@@ -136,6 +212,12 @@ pub fn repeated_map<'a>(data_type: &DataType, runs: impl Iterator<Item = (&'a Ma
     let DataType::Map(entries_field, sorted) = data_type else {
         panic!("expected a map type, got {data_type}")
     };
+    let fields = struct_fields(entries_field.data_type()).clone();
+    if is_dictionary(fields[0].data_type()) {
+        let (offsets, keys, values) = repeated_dictionary_entries(runs);
+        let entries_array = StructArray::new(fields, vec![Arc::new(keys), Arc::new(values)], None);
+        return Arc::new(MapArray::new(entries_field.clone(), offsets, entries_array, None, *sorted));
+    }
     let (mut rows, mut entries, mut key_bytes, mut value_bytes, mut nullable) = (0, 0, 0, 0, false);
     for (row, n) in runs.clone() {
         rows += n;
@@ -163,7 +245,6 @@ pub fn repeated_map<'a>(data_type: &DataType, runs: impl Iterator<Item = (&'a Ma
             offsets.push(end);
         }
     }
-    let fields = struct_fields(entries_field.data_type()).clone();
     let entries_array = StructArray::new(fields, vec![Arc::new(keys.finish()), Arc::new(values.finish())], None);
     Arc::new(MapArray::new(
         entries_field.clone(),
@@ -172,4 +253,38 @@ pub fn repeated_map<'a>(data_type: &DataType, runs: impl Iterator<Item = (&'a Ma
         None,
         *sorted,
     ))
+}
+
+/// The offsets, keys and values of a map column whose keys and values are dictionaries: each
+/// distinct row's entries are looked up once, then each row of its run takes their indices.
+fn repeated_dictionary_entries<'a>(
+    runs: impl Iterator<Item = (&'a MapRow, usize)> + Clone,
+) -> (OffsetBuffer<i32>, DictionaryArray<Int32Type>, DictionaryArray<Int32Type>) {
+    let (mut rows, mut entries, mut nullable) = (0, 0, false);
+    for (row, n) in runs.clone() {
+        rows += n;
+        entries += row.len() * n;
+        nullable |= n > 0 && row.has_null();
+    }
+    let mut offsets = Vec::with_capacity(rows + 1);
+    offsets.push(0i32);
+    let (mut key_values, mut value_values) = (Distinct::default(), Distinct::default());
+    let (mut key_ids, mut value_ids) = (Vec::with_capacity(entries), Vec::with_capacity(entries));
+    let mut validity = nullable.then(|| BooleanBufferBuilder::new(entries));
+    for (row, n) in runs {
+        let keys: Vec<i32> = row.entries().map(|(key, _)| key_values.id(key)).collect();
+        let values: Vec<i32> = row.entries().map(|(_, value)| value.map_or(0, |v| value_values.id(v))).collect();
+        let mut end = *offsets.last().expect("offsets start at 0");
+        for _ in 0..n {
+            key_ids.extend_from_slice(&keys);
+            value_ids.extend_from_slice(&values);
+            if let Some(valid) = validity.as_mut() {
+                valid.append_slice(&row.valid);
+            }
+            end += keys.len() as i32;
+            offsets.push(end);
+        }
+    }
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+    (offsets, key_values.finish(key_ids, None), value_values.finish(value_ids, validity))
 }

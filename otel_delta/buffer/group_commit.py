@@ -45,7 +45,7 @@ from otel_delta.metrics import (
     COMMITS,
     REJECTED_ROWS,
 )
-from otel_delta.tables import TABLES
+from otel_delta.tables import TABLES, packed
 
 log = logging.getLogger(__name__)
 
@@ -378,7 +378,7 @@ class GroupCommitBuffer:
     def _commit(self, name: str, pending: _Pending) -> int:
         started = time.monotonic()
         try:
-            commits = self._append(name, pa.concat_tables(pending.batches), pending.positions)
+            commits = self._append(name, packed.concat(pending.batches), pending.positions)
         except RowsRejectedError as error:
             commits = self._isolate(name, pending, error)
         refused = sum(pending.batches[index].num_rows for index in pending.rejected)

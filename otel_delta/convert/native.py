@@ -15,7 +15,8 @@ import pyarrow as pa
 
 from otel_delta.convert.result import MAX_REPORTED_ERRORS, Converted, Rejections
 from otel_delta.errors import RequestTooLargeError
-from otel_delta.tables import TABLES, TABLES_OF_SIGNAL
+from otel_delta.tables import TABLES_OF_SIGNAL
+from otel_delta.tables.packed import packed_schema
 
 # The native converter allocates with mimalloc (native/src/lib.rs). Without an arena reserved
 # up front, mimalloc maps fresh memory for the rows of each request and gives it back once a
@@ -53,7 +54,8 @@ def available() -> bool:
 
 
 def _converter(signal: str, tables: tuple[str, ...]) -> NativeConvert:
-    schemas = {name: TABLES[name].schema for name in tables}
+    # the rows come packed (tables/packed.py): repeated columns as dictionaries
+    schemas = {name: packed_schema(name) for name in tables}
     converter = otel_delta_native.Converter(signal, list(schemas.items()), MAX_REPORTED_ERRORS)
 
     def convert(raw: bytes) -> Converted | None:

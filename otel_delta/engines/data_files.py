@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -34,6 +35,7 @@ from deltalake.transaction import AddAction
 
 from otel_delta.lakehouse import STATS_COLUMNS
 from otel_delta.tables.layout import Layout, parquet_options
+from otel_delta.tables.packed import for_parquet, plain_schema
 
 MAX_STRING_STAT = 64  # longer string min/max are left out of the log (ids and names fit)
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # the directory of a null partition value
@@ -159,10 +161,11 @@ def write_partitioned(
     partition, in the order the rows came; returns the files' descriptions. With a `pool`,
     the files are encoded on its threads at once (pyarrow lets go of the GIL meanwhile)."""
     data_schema = pa.schema([f for f in schema if f.name not in partition_by])
-    options = parquet_options(
-        layout, data_schema, compression, compression_level, columns_with_stats
-    )
     suffix = compression.lower()
+
+    @cache
+    def options(written: pa.Schema) -> dict[str, Any]:
+        return parquet_options(layout, written, compression, compression_level, columns_with_stats)
 
     def write(values: dict[str, str | None], part: pa.Table) -> DataFile:
         directory = "/".join(
@@ -172,13 +175,16 @@ def write_partitioned(
         name = f"part-{uuid.uuid4()}.{suffix}.parquet"
         relative = f"{directory}/{name}" if directory else name
         data = part.select(data_schema.names)
-        if not data.schema.equals(data_schema):
+        if not plain_schema(data.schema).equals(data_schema):
             data = data.cast(data_schema)
+        data = for_parquet(data)  # packed rows (tables/packed.py): one dictionary per column
         if directory:
             filesystem.create_dir(directory, recursive=True)
         collector: list[pq.FileMetaData] = []
         with filesystem.open_output_stream(relative) as sink:
-            writer = pq.ParquetWriter(sink, data_schema, metadata_collector=collector, **options)
+            writer = pq.ParquetWriter(
+                sink, data.schema, metadata_collector=collector, **options(data.schema)
+            )
             writer.write_table(data)
             writer.close()
         metadata = collector[0] if collector else footer(filesystem, relative)

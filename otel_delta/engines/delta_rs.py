@@ -38,6 +38,7 @@ from otel_delta.errors import CommitError, RowsRejectedError, describe
 from otel_delta.lakehouse import COMMIT_ID, Lakehouse
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
+from otel_delta.tables.packed import plain_schema, unpack
 from otel_delta.tables.versions import conform
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,8 @@ def _writes_own_files(table: DeltaTable, schema: pa.Schema, data: pa.Table) -> b
     delta-rs's writer to check rows; otherwise delta-rs writes them."""
     if not_appendable(table) is not None or not plain_parquet(table):
         return False
-    return [(f.name, f.type) for f in schema] == [(f.name, f.type) for f in data.schema]
+    types = plain_schema(data.schema)  # packed columns are written as the strings they hold
+    return [(f.name, f.type) for f in schema] == [(f.name, f.type) for f in types]
 
 
 def committed_version(
@@ -205,7 +207,7 @@ class DeltaRsEngine:
             return self._write_files(table_name, table, data, app_transaction)
         write_deltalake(
             table,
-            data,
+            unpack(data),
             mode="append",
             target_file_size=self.lakehouse.target_file_size,
             writer_properties=self._properties(table_name),

@@ -20,6 +20,7 @@ from otel_delta.engines.base import rows_rejected
 from otel_delta.errors import CommitError, RowsRejectedError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.sql import quote_identifier
+from otel_delta.tables.packed import unpack
 from otel_delta.tables.versions import retired
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ class SparkEngine:
     def append(
         self, table_name: str, data: pa.Table, app_transaction: Transaction | None = None
     ) -> int:
-        frame = self.session.createDataFrame(data)
+        frame = self.session.createDataFrame(unpack(data))  # the bridge's buffered form
         return self.append_frame(table_name, frame, app_transaction)
 
     def spread(self, wide: bool) -> None:

@@ -129,6 +129,9 @@ def parquet_options(
     plain = set(layout.plain_columns) | set(encodings)
     if not clustered:
         plain |= set(layout.arrival_plain_columns)
+    # a column handed over as a dictionary (packed rows, tables/packed.py) keeps it: the writer
+    # takes the dictionary and indices as they are, where without one it would copy every value
+    plain -= {field.name for field in schema if _has_dictionary(field.type)}
     with_stats = None if stats_columns is None else {*stats_columns, *layout.stats_columns}
     codec = compression.lower().replace("uncompressed", "none")
     return {
@@ -163,6 +166,12 @@ def column_encodings(layout: Layout, *, clustered: bool = False) -> dict[str, st
         **{name: "DELTA_BINARY_PACKED" for name in layout.delta_columns},
         **{name: arrival for name in layout.arrival_delta_columns},
     }
+
+
+def _has_dictionary(kind: pa.DataType) -> bool:
+    if pa.types.is_map(kind):
+        return _has_dictionary(kind.key_type) or _has_dictionary(kind.item_type)
+    return pa.types.is_dictionary(kind)
 
 
 @lru_cache(maxsize=32)

@@ -37,6 +37,7 @@ from otel_delta.convert.native import IMPORT_ERROR, native_converter
 from otel_delta.errors import InvalidRequestError
 from otel_delta.pipeline.decode import decode
 from otel_delta.signals import SIGNALS_BY_NAME
+from otel_delta.tables.packed import packed_schema, unpack
 from tests import corpus
 
 TRACES = SIGNALS_BY_NAME["traces"]
@@ -69,6 +70,9 @@ def assert_identical(expected: Converted, actual: Converted) -> None:
     assert set(actual.tables) == set(expected.tables)
     for name, want in expected.tables.items():
         got = actual.tables[name]
+        # native rows come packed (tables/packed.py), the Python converter's plain
+        assert got.schema.equals(want.schema) or got.schema.equals(packed_schema(name)), name
+        got = unpack(got)
         assert got.schema.equals(want.schema), name
         for column in want.column_names:
             assert same_values(got[column], want[column]), (
@@ -88,6 +92,8 @@ def check(native, request) -> Converted:
     actual = native(raw, kind)
     assert actual is not None, "native converter declined a request it must handle"
     assert_identical(expected, actual)
+    for name, table in actual.tables.items():
+        assert table.schema.equals(packed_schema(name)), name
     return actual
 
 
@@ -828,6 +834,29 @@ def test_native_tables_say_what_they_hold(native) -> None:
             assert converted.held[name] >= table.get_total_buffer_size(), name
     many = native(request.SerializeToString())
     assert many.held["spans"] > many.tables["spans"].get_total_buffer_size()
+
+
+def test_native_rows_hold_each_repeated_value_once(native) -> None:
+    """Packed rows (tables/packed.py): a resource's and scope's values are held once per
+    request, each row an index to them, and unpack to the reference rows."""
+    rng = random.Random(5)
+    request = ExportTraceServiceRequest()
+    for service in ("a", "b"):
+        resource_spans = request.resource_spans.add()
+        attributes = resource_spans.resource.attributes
+        for key, value in [("service.name", service), ("host.name", "h1"), ("k8s.pod.name", "p")]:
+            attributes.add(key=key, value=AnyValue(string_value=value))
+        scope_spans = resource_spans.scope_spans.add()
+        scope_spans.scope.name = "lib"
+        for _ in range(1_000):
+            scope_spans.spans.append(random_span(rng))
+    spans = check(native, request).tables["spans"]
+    resource = spans["resource_attributes"].combine_chunks()
+    assert len(resource.keys) == 3 * spans.num_rows  # three entries on every row
+    assert resource.keys.dictionary.to_pylist() == ["service.name", "host.name", "k8s.pod.name"]
+    assert sorted(resource.items.dictionary.to_pylist()) == ["a", "b", "h1", "p"]
+    assert spans["scope_name"].combine_chunks().dictionary.to_pylist() == ["lib"]
+    assert spans["resource_attributes"].nbytes < unpack(spans)["resource_attributes"].nbytes / 2
 
 
 def test_native_builders_start_where_the_last_request_ended(native) -> None:

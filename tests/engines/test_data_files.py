@@ -24,6 +24,7 @@ from otel_delta.engines.data_files import (
 )
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.tables import TABLES
+from otel_delta.tables.packed import PACKED_COLUMNS, packed_schema
 from tests.engines.test_spark import canonical, corpus_tables
 
 AWKWARD = ["web shop", "a/b", "50%", "ünï-服务", "k=v:1", "#x?*[]"]
@@ -134,3 +135,33 @@ def test_files_encoded_on_a_pool_are_those_written_one_by_one(tmp_path: Path) ->
         assert pq.read_table(one.path, filesystem=alone_fs).equals(
             pq.read_table(other.path, filesystem=spread_fs)
         )
+
+
+def test_packed_rows_are_written_as_their_plain_rows(tmp_path: Path) -> None:
+    """Rows as the bridge buffers them (tables/packed.py: repeated columns as dictionaries, each
+    request with its own) make the files plain rows make: the same rows, types and statistics
+    read back by delta-rs, with the packed columns dictionary-encoded in the file."""
+
+    def stats(directory: Path) -> dict[str, str]:
+        log = directory / "_delta_log" / f"{1:020d}.json"
+        adds = [json.loads(x)["add"] for x in log.read_text().splitlines() if '"add"' in x]
+        return {json.dumps(a["partitionValues"], sort_keys=True): a["stats"] for a in adds}
+
+    for name, rows in corpus_tables().items():
+        rows = with_services(pa.concat_tables([rows] * 4))
+        half = rows.num_rows // 2
+        requests = [rows.slice(0, half), rows.slice(half)]
+        packed = pa.concat_tables([r.cast(packed_schema(name)) for r in requests])
+        assert packed.schema.equals(packed_schema(name))
+        plain_table = commit(Lakehouse(str(tmp_path / "plain")), name, rows)
+        packed_table = commit(Lakehouse(str(tmp_path / "packed")), name, packed)
+        assert canonical(packed_table.to_pyarrow_table()).equals(canonical(rows)), name
+        assert packed_table.schema() == plain_table.schema()
+        assert stats(tmp_path / "packed" / name) == stats(tmp_path / "plain" / name), name
+        for uri in packed_table.file_uris():
+            metadata = pq.read_metadata(uri)
+            group = metadata.row_group(0)
+            for index in range(metadata.num_columns):
+                column = group.column(index)
+                if column.path_in_schema.split(".")[0] in PACKED_COLUMNS:
+                    assert "RLE_DICTIONARY" in column.encodings, (name, column.path_in_schema)
