@@ -160,7 +160,8 @@ def write_partitioned(
     """Write `rows` (in the table `schema`, partition columns included) as one file per
     partition, in the order the rows came; returns the files' descriptions. With a `pool`,
     the files are encoded on its threads at once (pyarrow lets go of the GIL meanwhile)."""
-    data_schema = pa.schema([f for f in schema if f.name not in partition_by])
+    # the files' columns in the table's types (`schema` may be of packed rows)
+    data_schema = plain_schema(pa.schema([f for f in schema if f.name not in partition_by]))
     suffix = compression.lower()
 
     @cache
