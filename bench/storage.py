@@ -51,6 +51,7 @@ from otel_delta.maintenance import closed_days, compaction
 from otel_delta.maintenance.tasks import TablePolicy
 from otel_delta.tables import TABLES
 from otel_delta.tables.layout import COMPACTION_LEVEL, INGEST_LEVEL
+from otel_delta.tables.packed import unpack
 
 RESULTS_FILE = RESULTS_DIR / "storage-latest.json"
 GZIP_LEVEL = 6  # compress/gzip's default, which the Collector's gzip compression uses
@@ -135,10 +136,11 @@ def measure(corpus: Corpus, level: int) -> dict:
             started = time.monotonic()
             for request in requests:
                 for name, rows in convert(signal, request).items():
-                    connector.get_or_create_table(name).bulk_insert(rows)
+                    # as the bridge commits a flush: the converter's rows, packed
+                    connector.engines.delta_rs.append(name, rows)
                     write_deltalake(  # the same rows and commits, the writer's defaults
                         path / "defaults" / name,
-                        rows,
+                        unpack(rows),
                         mode="append",
                         partition_by=["service_name", "date"],
                         writer_properties=DEFAULTS,

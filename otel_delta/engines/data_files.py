@@ -35,7 +35,7 @@ from deltalake.transaction import AddAction
 
 from otel_delta.lakehouse import STATS_COLUMNS
 from otel_delta.tables.layout import Layout, parquet_options
-from otel_delta.tables.packed import for_parquet, plain_schema
+from otel_delta.tables.packed import plain_schema
 
 MAX_STRING_STAT = 64  # longer string min/max are left out of the log (ids and names fit)
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # the directory of a null partition value
@@ -178,7 +178,6 @@ def write_partitioned(
         data = part.select(data_schema.names)
         if not plain_schema(data.schema).equals(data_schema):
             data = data.cast(data_schema)
-        data = for_parquet(data)  # packed rows (tables/packed.py): one dictionary per column
         if directory:
             filesystem.create_dir(directory, recursive=True)
         collector: list[pq.FileMetaData] = []

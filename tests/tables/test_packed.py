@@ -8,7 +8,6 @@ from otel_delta.tables import TABLES
 from otel_delta.tables.packed import (
     PACKED_COLUMNS,
     concat,
-    for_parquet,
     is_packed,
     packed_schema,
     plain_schema,
@@ -42,14 +41,3 @@ def test_requests_of_both_forms_join_as_plain_rows() -> None:
     assert concat([packed, packed]).schema.equals(packed_schema("spans"))
     mixed = concat([packed, rows, packed])
     assert mixed.equals(pa.concat_tables([rows] * 3))
-
-
-def test_for_parquet_leaves_one_dictionary_per_column() -> None:
-    rows = corpus_tables()["logs"]
-    packed = pa.concat_tables([rows.cast(packed_schema("logs"))] * 3)
-    assert packed["scope_name"].num_chunks == 3
-    unified = for_parquet(packed)
-    dictionaries = [chunk.dictionary for chunk in unified["scope_name"].chunks]
-    assert all(d.equals(dictionaries[0]) for d in dictionaries)
-    assert len(dictionaries[0]) == len(set(rows["scope_name"].to_pylist()))
-    assert unpack(unified).equals(pa.concat_tables([rows] * 3))
