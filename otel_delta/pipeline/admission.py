@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from otel_delta.convert import Converted, Rejections
+from otel_delta.tables.packed import unpack_columns
 
 MAX_ENCODED_PARTITION_VALUE = 200  # bytes of the URL-encoded value in the directory name
 HASH_SUFFIX_DIGITS = 16
@@ -36,6 +37,7 @@ def admit(converted: Converted, partition_by: Sequence[str]) -> Converted:
     tables = {}
     rejected = converted.rejected
     for name, table in converted.tables.items():
+        table = unpack_columns(table, partition_by)
         table, dropped = _drop_out_of_range(table)
         if dropped:
             rejected = _with_rejections(rejected, dropped)

@@ -134,7 +134,11 @@ def layout_notes(layout: Layout, schema: pa.Schema) -> str:
             layout.arrival_delta_columns,
         ),
         ("{} without dictionary", layout.plain_columns),
-        ("{} without dictionary as ingested", layout.arrival_plain_columns),
+        (
+            "{} without dictionary as ingested, unless the rows came packed (the bridge's "
+            "native converter: otel_delta/tables/packed.py)",
+            layout.arrival_plain_columns,
+        ),
         ("Delta statistics (file skipping) on {}", layout.stats_columns),
     )
     lines = []

@@ -16,7 +16,7 @@ Spark) or to a user unpacks them first (`unpack`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import lru_cache
 
 import pyarrow as pa
@@ -95,6 +95,20 @@ def unpack(rows: pa.Table) -> pa.Table:
     if not is_packed(rows.schema):
         return rows
     return rows.cast(plain_schema(rows.schema))
+
+
+def unpack_columns(rows: pa.Table, names: Collection[str]) -> pa.Table:
+    """`rows` with the packed columns among `names` plain: partition columns (`partition_by`
+    may name `scope_name`), whose values admission checks and the writer reads row by row."""
+    for name in names:
+        if name not in rows.column_names:
+            continue
+        field = rows.schema.field(name)
+        plain = _plain_type(field.type)
+        if plain != field.type:
+            index = rows.schema.get_field_index(name)
+            rows = rows.set_column(index, field.with_type(plain), rows[name].cast(plain))
+    return rows
 
 
 def concat(batches: Sequence[pa.Table]) -> pa.Table:

@@ -81,3 +81,20 @@ def test_long_partition_values_are_shortened_distinctly_and_kept_in_full() -> No
         assert full == ["short", long_a, long_b, accented]
     assert shorten("fine") == "fine"
     assert shorten(long_a) == shorten(long_a)  # stable across requests and restarts
+
+
+def test_a_packed_partition_column_is_plain_and_shortened() -> None:
+    """`partition_by` may name a column the native converter packs (tables/packed.py):
+    admission makes it plain, so its values are checked and shortened like any other."""
+    req = request(("a", 10**18), ("b", 10**18))
+    long_scope = "lib-" + "y" * 400
+    for i, resource_spans in enumerate(req.resource_spans):
+        resource_spans.scope_spans[0].scope.name = long_scope if i else "short-lib"
+    partition_by = ("service_name", "scope_name", "date")
+    for native in (False, True):
+        raw = req.SerializeToString()
+        spans = admit(decode(SIGNALS_BY_NAME["traces"], raw, native), partition_by).tables["spans"]
+        assert spans.schema.field("scope_name").type == "string", native
+        names = spans.column("scope_name").to_pylist()
+        assert names[0] == "short-lib" and names[1].startswith("lib-yyy") and "~" in names[1]
+        assert len(quote(names[1], safe="")) <= MAX_ENCODED_PARTITION_VALUE
