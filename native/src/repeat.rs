@@ -10,8 +10,8 @@
 //! Where the table's schema makes a column (or a map's keys and values) a dictionary
 //! (otel_delta/tables/packed.py: how the bridge buffers rows), each distinct value is stored
 //! once and a row holds its index: a resource's eight attributes then cost 64 bytes of indices
-//! per row instead of some 300 bytes of copies, and the Parquet writer takes the dictionary
-//! as it is instead of hashing every value again.
+//! per row instead of some 300 bytes of copies, and the Parquet files keep the columns
+//! dictionary-encoded.
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -64,7 +64,8 @@ impl<'a> Distinct<'a> {
         })
     }
 
-    /// The dictionary column of `keys` (an index per row; None: null) over these values.
+    /// The dictionary column of `keys` (an index per row; `validity`: which rows are not
+    /// null) over these values.
     fn finish(self, keys: Vec<i32>, validity: Option<BooleanBufferBuilder>) -> DictionaryArray<Int32Type> {
         let nulls = validity.map(|mut valid| NullBuffer::new(valid.finish()));
         let keys = Int32Array::new(ScalarBuffer::from(keys), nulls);

@@ -35,7 +35,7 @@ from deltalake.transaction import AddAction
 
 from otel_delta.lakehouse import STATS_COLUMNS
 from otel_delta.tables.layout import Layout, parquet_options
-from otel_delta.tables.packed import plain_schema
+from otel_delta.tables.packed import DICTIONARY_MIN_ROWS, plain_schema, unpack
 
 MAX_STRING_STAT = 64  # longer string min/max are left out of the log (ids and names fit)
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # the directory of a null partition value
@@ -176,6 +176,8 @@ def write_partitioned(
         name = f"part-{uuid.uuid4()}.{suffix}.parquet"
         relative = f"{directory}/{name}" if directory else name
         data = part.select(data_schema.names)
+        if data.num_rows < DICTIONARY_MIN_ROWS:
+            data = unpack(data)  # a small file: see tables/packed.py
         if not plain_schema(data.schema).equals(data_schema):
             data = data.cast(data_schema)
         if directory:

@@ -24,7 +24,7 @@ from otel_delta.engines.data_files import (
 )
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.tables import TABLES
-from otel_delta.tables.packed import PACKED_COLUMNS, packed_schema
+from otel_delta.tables.packed import DICTIONARY_MIN_ROWS, PACKED_COLUMNS, packed_schema
 from tests.engines.test_spark import canonical, corpus_tables
 
 AWKWARD = ["web shop", "a/b", "50%", "ünï-服务", "k=v:1", "#x?*[]"]
@@ -139,29 +139,44 @@ def test_files_encoded_on_a_pool_are_those_written_one_by_one(tmp_path: Path) ->
 
 def test_packed_rows_are_written_as_their_plain_rows(tmp_path: Path) -> None:
     """Rows as the bridge buffers them (tables/packed.py: repeated columns as dictionaries, each
-    request with its own) make the files plain rows make: the same rows, types and statistics
-    read back by delta-rs, with the packed columns dictionary-encoded in the file."""
-
-    def stats(directory: Path) -> dict[str, str]:
-        log = directory / "_delta_log" / f"{1:020d}.json"
-        adds = [json.loads(x)["add"] for x in log.read_text().splitlines() if '"add"' in x]
-        return {json.dumps(a["partitionValues"], sort_keys=True): a["stats"] for a in adds}
-
+    request with its own) make files of the same rows, types and statistics as plain rows, with
+    the packed columns dictionary-encoded."""
     for name, rows in corpus_tables().items():
-        rows = with_services(pa.concat_tables([rows] * 4))
+        spec = TABLES[name]
+        rows = pa.concat_tables([rows] * -(-DICTIONARY_MIN_ROWS // rows.num_rows))
         half = rows.num_rows // 2
         requests = [rows.slice(0, half), rows.slice(half)]
         packed = pa.concat_tables([r.cast(packed_schema(name)) for r in requests])
         assert packed.schema.equals(packed_schema(name))
-        plain_table = commit(Lakehouse(str(tmp_path / "plain")), name, rows)
-        packed_table = commit(Lakehouse(str(tmp_path / "packed")), name, packed)
-        assert canonical(packed_table.to_pyarrow_table()).equals(canonical(rows)), name
-        assert packed_table.schema() == plain_table.schema()
-        assert stats(tmp_path / "packed" / name) == stats(tmp_path / "plain" / name), name
-        for uri in packed_table.file_uris():
-            metadata = pq.read_metadata(uri)
-            group = metadata.row_group(0)
-            for index in range(metadata.num_columns):
-                column = group.column(index)
-                if column.path_in_schema.split(".")[0] in PACKED_COLUMNS:
-                    assert "RLE_DICTIONARY" in column.encodings, (name, column.path_in_schema)
+        written = {}
+        for form, data in (("plain", rows), ("packed", packed)):
+            (tmp_path / name / form).mkdir(parents=True)
+            filesystem = table_filesystem(str(tmp_path / name / form), None)
+            [file] = write_partitioned(
+                data, data.schema, [], filesystem, spec.layout, "ZSTD", 3, None
+            )
+            written[form] = (file, pq.ParquetFile(tmp_path / name / form / file.path))
+        (plain_file, plain), (packed_file, packed_parquet) = written["plain"], written["packed"]
+        assert packed_parquet.read().equals(plain.read()), name
+        assert (packed_file.rows, packed_file.stats) == (plain_file.rows, plain_file.stats), name
+        group = packed_parquet.metadata.row_group(0)
+        for index in range(group.num_columns):
+            column = group.column(index)
+            if column.path_in_schema.split(".")[0] in PACKED_COLUMNS:
+                assert "RLE_DICTIONARY" in column.encodings, (name, column.path_in_schema)
+
+
+def test_small_files_of_packed_rows_are_those_of_plain_rows(tmp_path: Path) -> None:
+    """Below DICTIONARY_MIN_ROWS a file takes packed columns plain: the same bytes."""
+    rows = with_services(pa.concat_tables([corpus_tables()["logs"]] * 4))
+    spec = TABLES["logs"]
+    partition_by = Lakehouse(str(tmp_path / "lake")).partition_by
+    written = {}
+    for form, data in (("plain", rows), ("packed", rows.cast(packed_schema("logs")))):
+        (tmp_path / form).mkdir()
+        filesystem = table_filesystem(str(tmp_path / form), None)
+        files = write_partitioned(
+            data, data.schema, partition_by, filesystem, spec.layout, "ZSTD", 3, None
+        )
+        written[form] = [(f.partition_values, f.size, f.stats) for f in files]
+    assert written["packed"] == written["plain"]
