@@ -34,8 +34,10 @@ Applied to every delta-rs write of a telemetry table (appends, merges, deletes, 
   spans 1.1% and logs 1.2% smaller, and the Parquet encode 5% (spans) and 10% (logs) less
   CPU; clustered files keep the dictionary, which is 0.7% smaller there. Rows that come packed
   (tables/packed.py: the bridge's native converter holds these columns as Arrow dictionaries)
-  keep the dictionary as ingested too: the writer takes it without hashing the values, and
-  the Collector-like load's files came out 0.1-0.3% smaller than plain rows without one.
+  keep the dictionary as ingested too, in files of at least `packed.DICTIONARY_MIN_ROWS`
+  rows: the Collector-like load's tables (20 requests per file, one thread, the bridge's system
+  allocator) were written in 2.27 / 2.47 / 3.15 µs per metric point / log record / span
+  against 3.14 / 2.77 / 4.28 for plain rows without it, into files 0.1-0.3% smaller.
 - **Statistics only where a query can use them** (`stats_columns`, the table property
   `delta.dataSkippingStatsColumns`): times, trace id, names, kinds and status. Every file's
   add action carries its statistics in every commit and checkpoint; measured over 1,000
@@ -132,8 +134,8 @@ def parquet_options(
     plain = set(layout.plain_columns) | set(encodings)
     if not clustered:
         plain |= set(layout.arrival_plain_columns)
-    # a column handed over as a dictionary (packed rows, tables/packed.py) keeps it: the writer
-    # takes the dictionary and indices as they are, where without one it would copy every value
+    # a column handed over as a dictionary (packed rows, tables/packed.py) keeps it; written
+    # plain, each value would be copied out of the dictionary (measured dearer: see above)
     plain -= {field.name for field in schema if _has_dictionary(field.type)}
     with_stats = None if stats_columns is None else {*stats_columns, *layout.stats_columns}
     codec = compression.lower().replace("uncompressed", "none")

@@ -6,9 +6,10 @@ metadata), and the flat tables repeat them on every row: a resource of eight att
 about 300 of the 780 bytes a buffered metric point took. Packed, each distinct value is held
 once per request and a row holds an index (the native converter builds them so,
 native/src/repeat.rs). The files are the same rows: Parquet stores these columns as strings,
-dictionary-encoded, and readers see the table's schema. pyarrow's writer takes the first
-chunk's dictionary and indices as they are and hashes the values of later chunks (each request
-brings its own dictionary), which measured cheaper than unifying the dictionaries first.
+dictionary-encoded, and readers see the table's schema. Each request brings its own
+dictionary: pyarrow's writer takes the first chunk's as it is and hashes the values of the
+later chunks, which measured cheaper than unifying the chunks' dictionaries first (one
+thread, the Collector-like load's metrics tables: 2.27 against 2.50 µs per point, median).
 
 Packed rows stay inside the bridge: anything that hands rows to another writer (delta-rs's,
 Spark) or to a user unpacks them first (`unpack`).
