@@ -24,26 +24,27 @@ import pyarrow as pa
 
 from otel_delta.tables import TABLES
 
-# the columns whose value is the same on every row of a resource, scope or metric
-PACKED_COLUMNS = frozenset(
-    {
-        "resource_attributes",
-        "resource_attribute_types",
-        "resource_schema_url",
-        "scope_name",
-        "scope_version",
-        "scope_attributes",
-        "scope_attribute_types",
-        "scope_schema_url",
-        "metric_name",
-        "metric_description",
-        "metric_unit",
-        "metric_metadata",
-        "metric_metadata_types",
-        "aggregation_temporality",
-    }
-)
 _STRINGS = pa.dictionary(pa.int32(), pa.string())
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    """A string, or a map of strings to strings (an attribute list)."""
+    if pa.types.is_map(kind):
+        return pa.types.is_string(kind.key_type) and pa.types.is_string(kind.item_type)
+    return pa.types.is_string(kind)
+
+
+# the text columns whose value is the same on every row of a resource, scope or metric
+PACKED_COLUMNS = frozenset(
+    field.name
+    for spec in TABLES.values()
+    for field in spec.schema
+    if _is_text(field.type)
+    and (
+        field.name.startswith(("resource_", "scope_", "metric_"))
+        or field.name == "aggregation_temporality"
+    )
+)
 # Files of fewer rows take packed columns plain (as the layout writes plain rows): a dictionary
 # page per leaf costs about 300 bytes a file, more than it saves on a few rows. One service's
 # rows of the bench's requests, B per row packed / plain: spans 110.4 / 109.0 at 200 rows, 61.0
