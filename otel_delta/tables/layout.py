@@ -64,6 +64,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from otel_delta.tables.dictionary_types import has_dictionary
+
 LEVELLED_CODECS = ("zstd", "gzip", "brotli")  # pyarrow accepts a level for these only
 # zstd level of the files compaction writes (`compaction_compression_level`): they are written
 # once and kept for months. bench/storage.py, spans + logs after compaction, 3 runs per level
@@ -136,7 +138,7 @@ def parquet_options(
         plain |= set(layout.arrival_plain_columns)
     # a column handed over as a dictionary (packed rows, tables/packed.py) keeps it; written
     # plain, each value would be copied out of the dictionary (measured dearer: see above)
-    plain -= {field.name for field in schema if _has_dictionary(field.type)}
+    plain -= {field.name for field in schema if has_dictionary(field.type)}
     with_stats = None if stats_columns is None else {*stats_columns, *layout.stats_columns}
     codec = compression.lower().replace("uncompressed", "none")
     return {
@@ -171,12 +173,6 @@ def column_encodings(layout: Layout, *, clustered: bool = False) -> dict[str, st
         **{name: "DELTA_BINARY_PACKED" for name in layout.delta_columns},
         **{name: arrival for name in layout.arrival_delta_columns},
     }
-
-
-def _has_dictionary(kind: pa.DataType) -> bool:
-    if pa.types.is_map(kind):
-        return _has_dictionary(kind.key_type) or _has_dictionary(kind.item_type)
-    return pa.types.is_dictionary(kind)
 
 
 @lru_cache(maxsize=32)

@@ -23,6 +23,7 @@ from functools import lru_cache
 import pyarrow as pa
 
 from otel_delta.tables import TABLES
+from otel_delta.tables.dictionary_types import has_dictionary, plain_type
 
 _STRINGS = pa.dictionary(pa.int32(), pa.string())
 
@@ -63,15 +64,6 @@ def _packed_type(kind: pa.DataType) -> pa.DataType:
     raise TypeError(f"no packed form of {kind}")
 
 
-def _plain_type(kind: pa.DataType) -> pa.DataType:
-    if pa.types.is_dictionary(kind):
-        return kind.value_type
-    if pa.types.is_map(kind):
-        key, item = kind.key_field, kind.item_field
-        return pa.map_(key.with_type(_plain_type(key.type)), item.with_type(_plain_type(item.type)))
-    return kind
-
-
 @lru_cache(maxsize=16)
 def packed_schema(table_name: str) -> pa.Schema:
     """The schema of a telemetry table's rows as the bridge buffers them."""
@@ -88,13 +80,13 @@ def packed_schema(table_name: str) -> pa.Schema:
 def plain_schema(schema: pa.Schema) -> pa.Schema:
     """`schema` with packed columns as the strings and maps they stand for."""
     return pa.schema(
-        [field.with_type(_plain_type(field.type)) for field in schema], metadata=schema.metadata
+        [field.with_type(plain_type(field.type)) for field in schema], metadata=schema.metadata
     )
 
 
 def is_packed(schema: pa.Schema) -> bool:
     """Does `schema` hold a packed column?"""
-    return any(_plain_type(field.type) != field.type for field in schema)
+    return any(has_dictionary(field.type) for field in schema)
 
 
 def unpack(rows: pa.Table) -> pa.Table:
@@ -111,7 +103,7 @@ def unpack_columns(rows: pa.Table, names: Collection[str]) -> pa.Table:
         if name not in rows.column_names:
             continue
         field = rows.schema.field(name)
-        plain = _plain_type(field.type)
+        plain = plain_type(field.type)
         if plain != field.type:
             index = rows.schema.get_field_index(name)
             rows = rows.set_column(index, field.with_type(plain), rows[name].cast(plain))
