@@ -34,11 +34,15 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction
 
 from otel_delta.lakehouse import STATS_COLUMNS
+from otel_delta.tables.dictionary_types import has_dictionary
 from otel_delta.tables.layout import Layout, parquet_options
 from otel_delta.tables.packed import DICTIONARY_MIN_ROWS, plain_schema, unpack
 
 MAX_STRING_STAT = 64  # longer string min/max are left out of the log (ids and names fit)
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # the directory of a null partition value
+# Below this many rows a chunk, a partition's chunks are joined before they are written (see
+# `_joined_for_writer`)
+JOIN_CHUNKS_BELOW_ROWS = 1_024
 # characters Hive (and Spark) escape as %XX in a partition directory name
 _HIVE_ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^")
 
@@ -180,6 +184,7 @@ def write_partitioned(
             data = unpack(data)  # a small file: see tables/packed.py
         if not plain_schema(data.schema).equals(data_schema):
             data = data.cast(data_schema)
+        data = _joined_for_writer(data)
         if directory:
             filesystem.create_dir(directory, recursive=True)
         collector: list[pq.FileMetaData] = []
@@ -202,6 +207,31 @@ def write_partitioned(
     if pool is None or len(parts) < 2:
         return [write(values, part) for values, part in parts]
     return list(pool.map(lambda item: write(*item), parts))
+
+
+def _joined_for_writer(data: pa.Table) -> pa.Table:
+    """`data` with the chunks joined where pyarrow's Parquet writer would pay for them.
+
+    A partition's rows come as one chunk per request. Packed columns (tables/packed.py) bring
+    a dictionary per request, and the writer keeps a column chunk's first dictionary and, when
+    a later chunk brings another, writes the rest of the column chunk PLAIN from dense copies:
+    so each packed column is joined into one chunk (its dictionaries unified and the indices
+    remapped; no string is copied). And the writer pays per chunk and Parquet leaf (levels,
+    the dictionary check, validation): when chunks are small, every column is joined (a copy
+    of the partition). One thread writing commits of 20 of the Collector-like load's requests,
+    each listing its services in an order of its own, as a Collector's batches do (median us
+    per item, as they came / packed columns joined / all joined): metrics (a request's 8,192
+    points shared by 3 tables and 5 services, ~550 rows a chunk) 1.76 / 1.59 / 1.47; spans
+    2.43 / 2.36 / 2.43 and logs 1.55 / 1.45 / 1.50 (~1,600 rows a chunk)."""
+    chunks = data.column(0).num_chunks if data.num_columns else 0
+    if chunks <= 1:
+        return data
+    if data.num_rows < chunks * JOIN_CHUNKS_BELOW_ROWS:
+        return data.combine_chunks()
+    for index, field in enumerate(data.schema):
+        if has_dictionary(field.type) and data.column(index).num_chunks > 1:
+            data = data.set_column(index, field, data.column(index).combine_chunks())
+    return data
 
 
 def _partitions(

@@ -7,9 +7,9 @@ about 300 of the 780 bytes a buffered metric point took. Packed, each distinct v
 once per request and a row holds an index (the native converter builds them so,
 native/src/repeat.rs). The files are the same rows: Parquet stores these columns as strings,
 dictionary-encoded, and readers see the table's schema. Each request brings its own
-dictionary: pyarrow's writer takes the first chunk's as it is and hashes the values of the
-later chunks, which measured cheaper than unifying the chunks' dictionaries first (one
-thread, the Collector-like load's metrics tables: 2.27 against 2.50 µs per point, median).
+dictionary, and pyarrow's writer keeps one per column chunk (a chunk with another dictionary
+is written PLAIN): our writer joins a file's packed columns first
+(engines/data_files.py::_joined_for_writer).
 
 Packed rows stay inside the bridge: anything that hands rows to another writer (delta-rs's,
 Spark) or to a user unpacks them first (`unpack`).

@@ -17,6 +17,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from otel_delta.engines.data_files import (
+    JOIN_CHUNKS_BELOW_ROWS,
     hive_escape,
     stats_columns,
     table_filesystem,
@@ -164,6 +165,53 @@ def test_packed_rows_are_written_as_their_plain_rows(tmp_path: Path) -> None:
             column = group.column(index)
             if column.path_in_schema.split(".")[0] in PACKED_COLUMNS:
                 assert "RLE_DICTIONARY" in column.encodings, (name, column.path_in_schema)
+
+
+@pytest.mark.parametrize("request_rows", [JOIN_CHUNKS_BELOW_ROWS // 2, JOIN_CHUNKS_BELOW_ROWS * 2])
+def test_packed_requests_with_dictionaries_of_their_own_stay_dictionary_encoded(
+    tmp_path: Path, request_rows: int
+) -> None:
+    """Requests packed each with a dictionary of its own (values in another order), small
+    (every column joined) or not (the packed columns joined): the file holds the plain rows
+    with their statistics, and the packed columns are dictionary-encoded all through, where
+    pyarrow's writer would write every request after the first PLAIN."""
+    spec = TABLES["spans"]
+    # the corpus's spans, of two services, each with resource attributes of its own
+    spans = corpus_tables()["spans"].to_pylist()
+    for span in spans:
+        if not span["resource_attributes"]:
+            span["resource_attributes"] = [("service.name", span["service_name"]), ("pod", "p-2")]
+    rows = pa.Table.from_pylist(spans, schema=spec.schema)
+    total = max(4 * request_rows, 2 * DICTIONARY_MIN_ROWS)  # a file of dictionaries
+    rows = pa.concat_tables([rows] * -(-total // rows.num_rows))
+    requests = [rows.slice(start, request_rows) for start in range(0, rows.num_rows, request_rows)]
+    # every other request lists its services the other way round: its dictionaries list the
+    # values in another order
+    requests = [
+        r.sort_by([("service_name", "descending" if i % 2 else "ascending")])
+        for i, r in enumerate(requests)
+    ]
+    plain = pa.concat_tables(requests)
+    packed = pa.concat_tables([r.cast(packed_schema("spans")) for r in requests])
+    first, second = (packed["resource_attributes"].chunk(i).items.dictionary for i in (0, 1))
+    assert not first.equals(second)
+    written = {}
+    for form, data in (("plain", plain), ("packed", packed)):
+        (tmp_path / form).mkdir()
+        filesystem = table_filesystem(str(tmp_path / form), None)
+        [file] = write_partitioned(data, data.schema, [], filesystem, spec.layout, "ZSTD", 3, None)
+        parquet = pq.ParquetFile(tmp_path / form / file.path)
+        written[form] = (file.rows, file.stats, parquet.read(), parquet.metadata.row_group(0))
+    assert written["packed"][:2] == written["plain"][:2]
+    assert written["packed"][2].equals(written["plain"][2])
+    assert written["plain"][2].equals(plain.select(written["plain"][2].column_names))
+    for index in range(written["plain"][3].num_columns):
+        plain_column = written["plain"][3].column(index)
+        if plain_column.path_in_schema.startswith("resource_attributes."):
+            packed_column = written["packed"][3].column(index)
+            assert (
+                packed_column.total_uncompressed_size < plain_column.total_uncompressed_size / 4
+            ), plain_column.path_in_schema
 
 
 def test_small_files_of_packed_rows_are_those_of_plain_rows(tmp_path: Path) -> None:
