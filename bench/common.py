@@ -199,14 +199,17 @@ def serialized_requests(
     total: int, per_request: int, seed: int, build: RequestBuilder
 ) -> list[Payload]:
     """Requests of `per_request` items (the last one smaller) from `build(rng, resources,
-    count, now_ns)`, serialized up front so no measurement pays for building them."""
+    count, now_ns)`, serialized up front so no measurement pays for building them. Each
+    request lists the services in an order of its own, as a Collector's batches list them
+    in the order their exports came in (so each request's dictionaries differ too)."""
     rng = random.Random(seed)
     resources = [_resource(i, name) for i, name in enumerate(SERVICES)]
     now_ns = time.time_ns()
     payloads = []
     for first in range(0, total, per_request):
         count = min(per_request, total - first)
-        payloads.append(Payload(build(rng, resources, count, now_ns).SerializeToString(), count))
+        order = rng.sample(resources, len(resources))
+        payloads.append(Payload(build(rng, order, count, now_ns).SerializeToString(), count))
     return payloads
 
 
