@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import unquote
@@ -18,6 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from otel_delta.engines.data_files import (
     JOIN_CHUNKS_BELOW_ROWS,
+    DataFile,
     hive_escape,
     stats_columns,
     table_filesystem,
@@ -34,6 +36,23 @@ AWKWARD = ["web shop", "a/b", "50%", "ünï-服务", "k=v:1", "#x?*[]"]
 def with_services(rows: pa.Table) -> pa.Table:
     names = pa.array([AWKWARD[i % len(AWKWARD)] for i in range(rows.num_rows)], pa.string())
     return rows.set_column(rows.schema.get_field_index("service_name"), "service_name", names)
+
+
+def write_files(
+    directory: Path,
+    rows: pa.Table,
+    name: str,
+    partition_by: Sequence[str] = (),
+    pool: ThreadPoolExecutor | None = None,
+) -> list[DataFile]:
+    """`rows` (plain or packed) written as a table `name`'s files under `directory`, by the
+    bridge's writer alone (no commit)."""
+    directory.mkdir(parents=True)
+    filesystem = table_filesystem(str(directory), None)
+    layout = TABLES[name].layout
+    return write_partitioned(
+        rows, rows.schema, partition_by, filesystem, layout, "ZSTD", 3, None, pool
+    )
 
 
 def commit(lake: Lakehouse, name: str, rows: pa.Table) -> DeltaTable:
@@ -111,21 +130,11 @@ def test_statistics_equal_delta_rs_own(tmp_path: Path) -> None:
 def test_files_encoded_on_a_pool_are_those_written_one_by_one(tmp_path: Path) -> None:
     """At shutdown the last commits encode their partition files on every core
     (DeltaRsEngine.spread): the same files, in the same order, as written one by one."""
-    spec = TABLES["spans"]
     rows = with_services(pa.concat_tables([corpus_tables()["spans"]] * 4))
     partition_by = Lakehouse(str(tmp_path / "lake")).partition_by
-
-    def write(directory: str, pool: ThreadPoolExecutor | None):
-        (tmp_path / directory).mkdir()
-        filesystem = table_filesystem(str(tmp_path / directory), None)
-        files = write_partitioned(
-            rows, spec.schema, partition_by, filesystem, spec.layout, "ZSTD", 3, None, pool
-        )
-        return filesystem, files
-
-    alone_fs, alone = write("alone", None)
+    alone = write_files(tmp_path / "alone", rows, "spans", partition_by)
     with ThreadPoolExecutor(2) as pool:
-        spread_fs, spread = write("spread", pool)
+        spread = write_files(tmp_path / "spread", rows, "spans", partition_by, pool)
     assert len(alone) == len(spread) >= len(AWKWARD)
     for one, other in zip(alone, spread, strict=True):
         assert (one.partition_values, one.rows, one.stats) == (
@@ -133,8 +142,8 @@ def test_files_encoded_on_a_pool_are_those_written_one_by_one(tmp_path: Path) ->
             other.rows,
             other.stats,
         )
-        assert pq.read_table(one.path, filesystem=alone_fs).equals(
-            pq.read_table(other.path, filesystem=spread_fs)
+        assert pq.read_table(tmp_path / "alone" / one.path).equals(
+            pq.read_table(tmp_path / "spread" / other.path)
         )
 
 
@@ -143,7 +152,6 @@ def test_packed_rows_are_written_as_their_plain_rows(tmp_path: Path) -> None:
     request with its own) make files of the same rows, types and statistics as plain rows, with
     the packed columns dictionary-encoded."""
     for name, rows in corpus_tables().items():
-        spec = TABLES[name]
         rows = pa.concat_tables([rows] * -(-DICTIONARY_MIN_ROWS // rows.num_rows))
         half = rows.num_rows // 2
         requests = [rows.slice(0, half), rows.slice(half)]
@@ -151,11 +159,7 @@ def test_packed_rows_are_written_as_their_plain_rows(tmp_path: Path) -> None:
         assert packed.schema.equals(packed_schema(name))
         written = {}
         for form, data in (("plain", rows), ("packed", packed)):
-            (tmp_path / name / form).mkdir(parents=True)
-            filesystem = table_filesystem(str(tmp_path / name / form), None)
-            [file] = write_partitioned(
-                data, data.schema, [], filesystem, spec.layout, "ZSTD", 3, None
-            )
+            [file] = write_files(tmp_path / name / form, data, name)
             written[form] = (file, pq.ParquetFile(tmp_path / name / form / file.path))
         (plain_file, plain), (packed_file, packed_parquet) = written["plain"], written["packed"]
         assert packed_parquet.read().equals(plain.read()), name
@@ -197,9 +201,7 @@ def test_packed_requests_with_dictionaries_of_their_own_stay_dictionary_encoded(
     assert not first.equals(second)
     written = {}
     for form, data in (("plain", plain), ("packed", packed)):
-        (tmp_path / form).mkdir()
-        filesystem = table_filesystem(str(tmp_path / form), None)
-        [file] = write_partitioned(data, data.schema, [], filesystem, spec.layout, "ZSTD", 3, None)
+        [file] = write_files(tmp_path / form, data, "spans")
         parquet = pq.ParquetFile(tmp_path / form / file.path)
         written[form] = (file.rows, file.stats, parquet.read(), parquet.metadata.row_group(0))
     assert written["packed"][:2] == written["plain"][:2]
@@ -217,14 +219,9 @@ def test_packed_requests_with_dictionaries_of_their_own_stay_dictionary_encoded(
 def test_small_files_of_packed_rows_are_those_of_plain_rows(tmp_path: Path) -> None:
     """Below DICTIONARY_MIN_ROWS a file takes packed columns plain: the same bytes."""
     rows = with_services(pa.concat_tables([corpus_tables()["logs"]] * 4))
-    spec = TABLES["logs"]
     partition_by = Lakehouse(str(tmp_path / "lake")).partition_by
     written = {}
     for form, data in (("plain", rows), ("packed", rows.cast(packed_schema("logs")))):
-        (tmp_path / form).mkdir()
-        filesystem = table_filesystem(str(tmp_path / form), None)
-        files = write_partitioned(
-            data, data.schema, partition_by, filesystem, spec.layout, "ZSTD", 3, None
-        )
+        files = write_files(tmp_path / form, data, "logs", partition_by)
         written[form] = [(f.partition_values, f.size, f.stats) for f in files]
     assert written["packed"] == written["plain"]
