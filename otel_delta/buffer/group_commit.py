@@ -45,7 +45,6 @@ from otel_delta.metrics import (
     COMMITS,
     REJECTED_ROWS,
 )
-from otel_delta.priority import run_in_background
 from otel_delta.tables import TABLES, packed
 
 log = logging.getLogger(__name__)
@@ -125,9 +124,7 @@ class GroupCommitBuffer:
         self._wake = asyncio.Event()
         self._closing = False
         self._flushed = asyncio.Event()
-        self._pool = ThreadPoolExecutor(
-            max_workers=len(TABLES), thread_name_prefix="commit", initializer=run_in_background
-        )
+        self._pool = ThreadPoolExecutor(max_workers=len(TABLES), thread_name_prefix="commit")
         self._task: asyncio.Task[None] | None = None
 
     @property

@@ -1,8 +1,7 @@
 """The background maintainer: a thread that runs a maintenance round over every table.
 
 A thread (not the event loop) because delta-rs calls block; they release the GIL, so ingestion
-keeps its pace. It runs niced (`priority.py`): a round's rewrites take the cores the Exports
-leave. Tables are opened through the connector API, with the server's settings (and
+keeps its pace. Tables are opened through the connector API, with the server's settings (and
 engine: `[deltalake.operations] engine`).
 The first round runs one interval after start, then every interval; `stop` lets the round in
 progress finish (each step is bounded by the table's size).
@@ -18,7 +17,6 @@ from otel_delta.config import Settings
 from otel_delta.connector import DeltaLakeConnector
 from otel_delta.errors import TableNotFoundError
 from otel_delta.maintenance.tasks import TablePolicy, TableReport, maintain_table
-from otel_delta.priority import run_in_background
 from otel_delta.tables import TABLES
 
 log = logging.getLogger(__name__)
@@ -77,7 +75,6 @@ class Maintainer:
             self._thread.join(timeout)
 
     def _loop(self) -> None:
-        run_in_background()  # a round's compaction yields the cores to the Exports
         while not self._stop.wait(self.policy.interval_seconds):
             try:
                 self.run_round()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,7 +14,6 @@ from otel_delta.convert import spans_to_arrow
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.errors import BufferFullError, CommitError, ShuttingDownError
 from otel_delta.lakehouse import Lakehouse
-from otel_delta.priority import BACKGROUND_NICENESS
 from tests.helpers import read_table
 from tests.test_cli import one_span_request
 
@@ -144,37 +141,6 @@ def test_a_commit_spreads_over_every_core_only_while_everything_waits_for_it(
     asyncio.run(scenario())
     assert writer.widths == [False, True, True]
     assert read_table(tmp_path, "spans").num_rows == 3
-
-
-class NicenessRecordingWriter(RecordingWriter):
-    """The real writer, remembering the niceness of the thread each commit ran on."""
-
-    def __init__(self, lakehouse: Lakehouse) -> None:
-        super().__init__(lakehouse)
-        self.niceness: list[int] = []
-
-    def append(self, table_name: str, data: pa.Table, app_transaction=None) -> int:
-        self.niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-        return super().append(table_name, data, app_transaction)
-
-
-def test_commits_run_below_the_threads_that_answer_exports(tmp_path: Path) -> None:
-    writer = NicenessRecordingWriter(Lakehouse(str(tmp_path)))
-    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-
-    async def scenario() -> None:
-        buffer = make_buffer(writer)
-        buffer.start()
-        await buffer.submit(spans(1))
-        await buffer.submit(spans(2))
-        await buffer.close()
-
-    asyncio.run(scenario())
-    lowered = min(ours + BACKGROUND_NICENESS, 19)
-    assert writer.niceness == [lowered, lowered]
-    # the thread that made the buffer and answered its senders keeps its priority
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ours
-    assert read_table(tmp_path, "spans").num_rows == 2
 
 
 def test_failed_commit_fails_every_waiter(tmp_path: Path) -> None:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -23,10 +21,8 @@ from otel_delta import DeltaConfig, DeltaLakeConnector
 from otel_delta.config import Settings
 from otel_delta.errors import OperationDisabledError
 from otel_delta.maintenance import maintain_table
-from otel_delta.maintenance.maintainer import Maintainer
 from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.maintenance.tasks import TablePolicy, utc_today
-from otel_delta.priority import BACKGROUND_NICENESS
 from otel_delta.tables.schemas import SPANS
 from tests.helpers import RunningBridge, read_table
 
@@ -139,27 +135,6 @@ def test_retention_runs_when_user_deletes_are_disabled(tmp_path: Path) -> None:
     assert report.errors == [] and report.expired_rows_deleted == 3
     ids = sorted(DeltaTable(table.uri).to_pyarrow_table().column("span_id").to_pylist())
     assert ids == [f"{i:016x}" for i in range(3, 5)]
-
-
-def test_rounds_run_below_the_threads_that_answer_exports(tmp_path: Path) -> None:
-    settings = Settings(deltalake={"table_path": str(tmp_path / "lake")})
-    policy = maintenance_policy(settings)
-    assert policy is not None
-    maintainer = Maintainer(replace(policy, interval_seconds=0.01, tables=()))
-    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    maintainer.start()
-    try:
-        deadline = time.monotonic() + 10
-        while maintainer.rounds_run < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert maintainer.rounds_run >= 2
-        thread = maintainer._thread
-        assert thread is not None and thread.native_id is not None
-        niceness = os.getpriority(os.PRIO_PROCESS, thread.native_id)
-    finally:
-        maintainer.stop()
-    assert niceness == min(ours + BACKGROUND_NICENESS, 19)
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ours
 
 
 def test_policy_from_settings() -> None:
