@@ -179,8 +179,7 @@ class GroupCommitBuffer:
         their delay. A request that has to wait starts a flush."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_after
-        full = self._full(nbytes, held)
-        if full:
+        if self._full(nbytes, held):
             # the open groups are committed now, not at the interval: rows can fill the bound
             # long before a group reaches `max_rows` (large spans), and the commit thread would
             # idle meanwhile (bench/collector_load.py). Once per request: a table in backoff
@@ -188,9 +187,6 @@ class GroupCommitBuffer:
             self._wake.set()
         # every commit wakes every waiter: each checks without raising until its time is up
         self._waiting += 1
-        if full:
-            # a commit under way that began on one thread spreads its files not yet begun
-            self.writer.spread(True)
         try:
             while not self._closing and self._full(nbytes, held):
                 remaining = deadline - loop.time()

@@ -64,11 +64,10 @@ class TableWriter(Protocol):
         ...
 
     def spread(self, wide: bool) -> None:
-        """Whether commits may spread their work over every core, from now on (a commit under
-        way included, where it can). The buffer turns it on while its commits are what
-        everything else waits for: requests waiting for the memory that only a commit frees,
-        or the bridge shutting down. Off, a commit keeps to its thread, which costs less CPU
-        per item (README, Performance)."""
+        """Whether the next commits may spread their work over every core. The buffer turns it
+        on while its commits are what everything else waits for: requests waiting for the
+        memory that only a commit frees, or the bridge shutting down. Off, a commit keeps to
+        its thread, which costs less CPU per item (README, Performance)."""
         ...
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import cache
@@ -160,15 +160,10 @@ def write_partitioned(
     compression_level: int,
     columns_with_stats: set[str] | None,
     pool: Executor | None = None,
-    wide: Callable[[], bool] | None = None,
 ) -> list[DataFile]:
     """Write `rows` (in the table `schema`, partition columns included) as one file per
     partition, in the order the rows came; returns the files' descriptions. With a `pool`,
-    the files are encoded on its threads at once (pyarrow lets go of the GIL meanwhile); with
-    `wide` as well, it is asked before each file, and the files are written one after another
-    on this thread until it says yes, the rest then at once on the pool: a commit that began
-    while nothing waited for it spreads once something does (the buffer's requests waiting
-    for the memory it frees), instead of leaving the other cores idle to its end."""
+    the files are encoded on its threads at once (pyarrow lets go of the GIL meanwhile)."""
     # the files' columns in the table's types (`schema` may be of packed rows)
     data_schema = plain_schema(pa.schema([f for f in schema if f.name not in partition_by]))
     suffix = compression.lower()
@@ -211,13 +206,7 @@ def write_partitioned(
     parts = _partitions(rows, partition_by)
     if pool is None or len(parts) < 2:
         return [write(values, part) for values, part in parts]
-    files: list[DataFile] = []
-    for index, (values, part) in enumerate(parts):
-        if wide is None or wide():
-            files.extend(pool.map(lambda item: write(*item), parts[index:]))
-            break
-        files.append(write(values, part))
-    return files
+    return list(pool.map(lambda item: write(*item), parts))
 
 
 def _joined_for_writer(data: pa.Table) -> pa.Table:

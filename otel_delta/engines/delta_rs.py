@@ -101,14 +101,14 @@ class DeltaRsEngine:
         self._locks = {name: threading.Lock() for name in TABLES}
         self._writer_properties = {name: lakehouse.writer_properties(name) for name in TABLES}
         self._default_properties = lakehouse.writer_properties()
-        # threads start on first use: an engine that never spreads has none
-        self._encoders = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="encode")
+        self._encoders: ThreadPoolExecutor | None = None  # created by the first `spread`
         self._wide = False
 
     def spread(self, wide: bool) -> None:
         """Wide: encode each append's partition files on every core at once (see
-        TableWriter.spread); otherwise one after another on the committing thread. An append
-        under way asks again before each file it has not begun (engines/data_files)."""
+        TableWriter.spread); otherwise one after another on the committing thread."""
+        if wide and self._encoders is None:
+            self._encoders = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="encode")
         self._wide = wide
 
     def _properties(self, table_name: str) -> WriterProperties:
@@ -242,8 +242,7 @@ class DeltaRsEngine:
             lake.compression,
             lake.compression_level,
             stats_columns(table),
-            self._encoders,
-            lambda: self._wide,
+            self._encoders if self._wide else None,
         )
         now_ms = int(time.time() * 1000)
         read_version = table.version()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import unquote
@@ -44,7 +44,6 @@ def write_files(
     name: str,
     partition_by: Sequence[str] = (),
     pool: ThreadPoolExecutor | None = None,
-    wide: Callable[[], bool] | None = None,
 ) -> list[DataFile]:
     """`rows` (plain or packed) written as a table `name`'s files under `directory`, by the
     bridge's writer alone (no commit)."""
@@ -52,7 +51,7 @@ def write_files(
     filesystem = table_filesystem(str(directory), None)
     layout = TABLES[name].layout
     return write_partitioned(
-        rows, rows.schema, partition_by, filesystem, layout, "ZSTD", 3, None, pool, wide
+        rows, rows.schema, partition_by, filesystem, layout, "ZSTD", 3, None, pool
     )
 
 
@@ -128,22 +127,6 @@ def test_statistics_equal_delta_rs_own(tmp_path: Path) -> None:
         assert {"trace_id", "start_time", "start_time_unix_nano"} <= set(ours["minValues"])
 
 
-def assert_same_files(
-    directory: Path, files: list[DataFile], other_directory: Path, others: list[DataFile]
-) -> None:
-    """The same files, in the same order: partitions, rows, statistics and contents."""
-    assert len(files) == len(others)
-    for one, other in zip(files, others, strict=True):
-        assert (one.partition_values, one.rows, one.stats) == (
-            other.partition_values,
-            other.rows,
-            other.stats,
-        )
-        assert pq.read_table(directory / one.path).equals(
-            pq.read_table(other_directory / other.path)
-        )
-
-
 def test_files_encoded_on_a_pool_are_those_written_one_by_one(tmp_path: Path) -> None:
     """At shutdown the last commits encode their partition files on every core
     (DeltaRsEngine.spread): the same files, in the same order, as written one by one."""
@@ -152,39 +135,16 @@ def test_files_encoded_on_a_pool_are_those_written_one_by_one(tmp_path: Path) ->
     alone = write_files(tmp_path / "alone", rows, "spans", partition_by)
     with ThreadPoolExecutor(2) as pool:
         spread = write_files(tmp_path / "spread", rows, "spans", partition_by, pool)
-    assert len(alone) >= len(AWKWARD)
-    assert_same_files(tmp_path / "alone", alone, tmp_path / "spread", spread)
-
-
-class CountingPool(ThreadPoolExecutor):
-    """A real pool, counting the files handed to it."""
-
-    def __init__(self) -> None:
-        super().__init__(2)
-        self.submitted = 0
-
-    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
-        self.submitted += 1
-        return super().submit(fn, *args, **kwargs)
-
-
-def test_an_append_under_way_spreads_the_files_it_has_not_begun(tmp_path: Path) -> None:
-    """A commit that began on its thread is told to spread (requests now wait for it): the
-    files it has not begun go to the pool at once, and the files are those written alone."""
-    rows = with_services(pa.concat_tables([corpus_tables()["spans"]] * 4))
-    partition_by = Lakehouse(str(tmp_path / "lake")).partition_by
-    asked: list[bool] = []
-
-    def wide() -> bool:
-        asked.append(len(asked) >= 2)  # yes from the third file on
-        return asked[-1]
-
-    with CountingPool() as pool:
-        spread = write_files(tmp_path / "spread", rows, "spans", partition_by, pool, wide)
-    alone = write_files(tmp_path / "alone", rows, "spans", partition_by)
-    assert asked == [False, False, True]  # asked before each file until it said yes
-    assert pool.submitted == len(alone) - 2 > 0
-    assert_same_files(tmp_path / "alone", alone, tmp_path / "spread", spread)
+    assert len(alone) == len(spread) >= len(AWKWARD)
+    for one, other in zip(alone, spread, strict=True):
+        assert (one.partition_values, one.rows, one.stats) == (
+            other.partition_values,
+            other.rows,
+            other.stats,
+        )
+        assert pq.read_table(tmp_path / "alone" / one.path).equals(
+            pq.read_table(tmp_path / "spread" / other.path)
+        )
 
 
 def test_packed_rows_are_written_as_their_plain_rows(tmp_path: Path) -> None:
