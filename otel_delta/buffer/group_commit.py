@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 
 FIRST_BACKOFF_SECONDS = 1.0  # WAL mode: a failed table's retries wait 2, 4, 8 … 30 s
 MAX_BACKOFF_SECONDS = 30.0
+ROOM_TO_SPARE = 0.5  # of max_bytes: below it, commits encode their files niced (_room_to_spare)
 
 
 @dataclass
@@ -126,6 +127,7 @@ class GroupCommitBuffer:
         self._flushed = asyncio.Event()
         self._pool = ThreadPoolExecutor(max_workers=len(TABLES), thread_name_prefix="commit")
         self._task: asyncio.Task[None] | None = None
+        writer.yield_while(self._room_to_spare)
 
     @property
     def buffered_bytes(self) -> int:
@@ -157,6 +159,15 @@ class GroupCommitBuffer:
                 "converted); retry later",
                 self.retry_after,
             )
+
+    def _room_to_spare(self) -> bool:
+        """Whether a commit's next file may be encoded below the Exports (priority.py): nothing
+        waits for the commits, and the buffer is under ROOM_TO_SPARE of its bound, so a commit
+        that falls behind is back at full priority well before requests have to wait. Asked
+        from commit threads: a stale answer costs one file's priority, nothing else."""
+        if self._closing or self._waiting:
+            return False
+        return self._bytes + self._reserved < self.max_bytes * ROOM_TO_SPARE
 
     def _full(self, incoming: int, held: int = 0) -> bool:
         used = self._bytes + self._reserved

@@ -7,6 +7,7 @@ rendered as SQL in its own `dialect` by the connector's predicate module, so eng
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -68,6 +69,12 @@ class TableWriter(Protocol):
         on while its commits are what everything else waits for: requests waiting for the
         memory that only a commit frees, or the bridge shutting down. Off, a commit keeps to
         its thread, which costs less CPU per item (README, Performance)."""
+        ...
+
+    def yield_while(self, condition: Callable[[], bool]) -> None:
+        """Encode each file of a commit that keeps to its thread below the threads answering
+        Exports (priority.py) while `condition()` holds as the file begins. The buffer gives
+        it once: while it has room to spare, nothing waits for its commits."""
         ...
 
 

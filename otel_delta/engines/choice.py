@@ -66,3 +66,6 @@ class Engines:
     def spread(self, wide: bool) -> None:
         """The bridge's commits may use every core (Spark's always do)."""
         self.delta_rs.spread(wide)
+
+    def yield_while(self, condition: Callable[[], bool]) -> None:
+        self.delta_rs.yield_while(condition)

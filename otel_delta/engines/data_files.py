@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import cache
@@ -160,10 +160,13 @@ def write_partitioned(
     compression_level: int,
     columns_with_stats: set[str] | None,
     pool: Executor | None = None,
+    place: Callable[[], Executor | None] | None = None,
 ) -> list[DataFile]:
     """Write `rows` (in the table `schema`, partition columns included) as one file per
     partition, in the order the rows came; returns the files' descriptions. With a `pool`,
-    the files are encoded on its threads at once (pyarrow lets go of the GIL meanwhile)."""
+    the files are encoded on its threads at once (pyarrow lets go of the GIL meanwhile).
+    Otherwise one after another, each on the executor `place` names as it begins (the
+    calling thread when it names none or there is no `place`)."""
     # the files' columns in the table's types (`schema` may be of packed rows)
     data_schema = plain_schema(pa.schema([f for f in schema if f.name not in partition_by]))
     suffix = compression.lower()
@@ -203,9 +206,15 @@ def write_partitioned(
             rows=data.num_rows,
         )
 
+    def write_placed(values: dict[str, str | None], part: pa.Table) -> DataFile:
+        executor = place() if place is not None else None
+        if executor is None:
+            return write(values, part)
+        return executor.submit(write, values, part).result()
+
     parts = _partitions(rows, partition_by)
     if pool is None or len(parts) < 2:
-        return [write(values, part) for values, part in parts]
+        return [write_placed(values, part) for values, part in parts]
     return list(pool.map(lambda item: write(*item), parts))
 
 

@@ -9,6 +9,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Literal
@@ -36,6 +37,7 @@ from otel_delta.engines.data_files import (
 )
 from otel_delta.errors import CommitError, RowsRejectedError, describe
 from otel_delta.lakehouse import COMMIT_ID, Lakehouse
+from otel_delta.priority import background_thread
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
 from otel_delta.tables.packed import plain_schema, unpack
@@ -103,6 +105,18 @@ class DeltaRsEngine:
         self._default_properties = lakehouse.writer_properties()
         self._encoders: ThreadPoolExecutor | None = None  # created by the first `spread`
         self._wide = False
+        self._background: ThreadPoolExecutor | None = None  # created by `yield_while`
+        self._yielding: Callable[[], bool] = lambda: False
+
+    def yield_while(self, condition: Callable[[], bool]) -> None:
+        """See TableWriter.yield_while: one niced thread encodes those files, one by one."""
+        if self._background is None:
+            self._background = background_thread("encode-bg")
+        self._yielding = condition
+
+    def _placement(self) -> ThreadPoolExecutor | None:
+        """Where the next file of a commit on its own thread is encoded (None: that thread)."""
+        return self._background if self._yielding() else None
 
     def spread(self, wide: bool) -> None:
         """Wide: encode each append's partition files on every core at once (see
@@ -243,6 +257,7 @@ class DeltaRsEngine:
             lake.compression_level,
             stats_columns(table),
             self._encoders if self._wide else None,
+            self._placement,
         )
         now_ms = int(time.time() * 1000)
         read_version = table.version()

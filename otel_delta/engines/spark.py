@@ -134,6 +134,9 @@ class SparkEngine:
     def spread(self, wide: bool) -> None:
         """Nothing to change: Spark's writes always run on every core of its cluster."""
 
+    def yield_while(self, condition: Callable[[], bool]) -> None:
+        """Nothing to change: Spark's writes run in its executors' processes."""
+
     def append_frame(
         self,
         table_name: str,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
@@ -14,6 +17,7 @@ from otel_delta.convert import spans_to_arrow
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.errors import BufferFullError, CommitError, ShuttingDownError
 from otel_delta.lakehouse import Lakehouse
+from otel_delta.priority import BACKGROUND_NICENESS
 from tests.helpers import read_table
 from tests.test_cli import one_span_request
 
@@ -140,6 +144,50 @@ def test_a_commit_spreads_over_every_core_only_while_everything_waits_for_it(
 
     asyncio.run(scenario())
     assert writer.widths == [False, True, True]
+    assert read_table(tmp_path, "spans").num_rows == 3
+
+
+def niceness_of_each_file(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Filled with the niceness of the thread that encodes each Parquet file written."""
+    seen: list[int] = []
+
+    class Recording(pq.ParquetWriter):
+        def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
+            seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            super().write_table(table, row_group_size)
+
+    monkeypatch.setattr(pq, "ParquetWriter", Recording)
+    return seen
+
+
+def test_files_are_encoded_below_the_exports_only_while_the_buffer_has_room_to_spare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    niceness = niceness_of_each_file(monkeypatch)
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    async def scenario() -> None:
+        buffer = make_buffer(RecordingWriter(Lakehouse(str(tmp_path))), flush_interval_seconds=600)
+        buffer.start()
+        first = asyncio.create_task(buffer.submit(spans(1)))
+        await asyncio.sleep(0)
+        await buffer.flush()  # one row of a GiB: room to spare, the file is encoded niced
+        await first
+        buffer.max_bytes = 1  # the next row fills the buffer past its half
+        second = asyncio.create_task(buffer.submit(spans(2)))
+        await asyncio.sleep(0)
+        await buffer.flush()
+        await second
+        buffer.max_bytes = 1 << 30
+        third = asyncio.create_task(buffer.submit(spans(3)))
+        await asyncio.sleep(0)
+        await buffer.close()  # the last commit: nothing else is left to do
+        await third
+
+    asyncio.run(scenario())
+    assert niceness == [min(19, ours + BACKGROUND_NICENESS), ours, ours]
+    # the thread that made the buffer and answered its senders keeps its priority
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ours
     assert read_table(tmp_path, "spans").num_rows == 3
 
 
