@@ -34,8 +34,8 @@ def run_in_background() -> None:
         os.setpriority(os.PRIO_PROCESS, thread, min(19, current + BACKGROUND_NICENESS))
 
 
-def background_thread(name: str) -> ThreadPoolExecutor:
-    """One niced worker thread. Threads it starts inherit its niceness: give it work that
+def background_threads(name: str, workers: int) -> ThreadPoolExecutor:
+    """Niced worker threads. Threads they start inherit their niceness: give them work that
     starts none (pyarrow's Parquet writer, not delta-rs calls, whose runtime threads would
     stay niced for every later commit)."""
-    return ThreadPoolExecutor(1, thread_name_prefix=name, initializer=run_in_background)
+    return ThreadPoolExecutor(workers, thread_name_prefix=name, initializer=run_in_background)

@@ -37,7 +37,7 @@ from otel_delta.engines.data_files import (
 )
 from otel_delta.errors import CommitError, RowsRejectedError, describe
 from otel_delta.lakehouse import COMMIT_ID, Lakehouse
-from otel_delta.priority import background_thread
+from otel_delta.priority import background_threads
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
 from otel_delta.tables.packed import plain_schema, unpack
@@ -109,9 +109,10 @@ class DeltaRsEngine:
         self._yielding: Callable[[], bool] = lambda: False
 
     def yield_while(self, condition: Callable[[], bool]) -> None:
-        """See TableWriter.yield_while: one niced thread encodes those files, one by one."""
+        """See TableWriter.yield_while: niced threads encode those files, a thread per table
+        (tables commit at the same time, each one file after another)."""
         if self._background is None:
-            self._background = background_thread("encode-bg")
+            self._background = background_threads("encode-bg", len(TABLES))
         self._yielding = condition
 
     def _placement(self) -> ThreadPoolExecutor | None:
