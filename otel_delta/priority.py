@@ -1,4 +1,4 @@
-"""A thread that runs below the threads answering Exports.
+"""Threads that run below the threads answering Exports.
 
 A flush's Parquet encoding takes seconds of a core while requests keep arriving; at the same
 priority a request's conversion shares the cores with it and waits, and that wait was most of
