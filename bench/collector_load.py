@@ -341,6 +341,7 @@ class ServerRun:
     stop_seconds: float  # SIGTERM → exit
     bad_records: int = 0
     stages: dict[str, float] = field(default_factory=dict)  # bridge: mean ms per Export
+    offered_rate: float = 0.0  # items/s on a fixed schedule (open loop); 0: closed loop
 
     @property
     def acked_rate(self) -> float:
@@ -376,6 +377,7 @@ class ServerRun:
             "exit_code": self.exit_code,
             "bad_records": self.bad_records,
             "export_stage_mean_ms": self.stages,
+            "offered_items_per_s": self.offered_rate,
         }
 
 
@@ -386,14 +388,16 @@ def _load(
     payloads: Sequence[Payload],
     gzipped: Sequence[bytes],
     args,
+    rate: float,
 ) -> tuple[Ingest, float]:
-    """The collector-like load: `in_flight` requests at a time on one gRPC connection, gzip'd.
+    """The collector-like load: `in_flight` requests at a time on one gRPC connection, gzip'd;
+    `rate` > 0: on a fixed schedule of that many items/s (open loop).
     `--client loadgen`: compressed before the run and sent as they are (tools/loadgen);
     `python`: `in_flight` threads sharing one channel, gRPC compressing each send. Returns the
     client-side results and the server's CPU before it began."""
     method = f"/{SIGNALS_BY_NAME[signal].grpc_service}/Export"
     # open loop: the requests of `rate` items/s, each on its schedule
-    interval = payloads[0].spans / args.rate if args.rate else 0.0
+    interval = payloads[0].spans / rate if rate else 0.0
     if args.client == "loadgen":
         cpu_before = server.cpu_seconds()
         ingest = drive_precompressed(
@@ -428,8 +432,9 @@ def _stop(server: ChildProcess, cpu_before: float) -> tuple[int, float, float]:
 
 
 def run_bridge(
-    signal: str, payloads: Sequence[Payload], gzipped: Sequence[bytes], args
+    signal: str, payloads: Sequence[Payload], gzipped: Sequence[bytes], args, rate: float
 ) -> ServerRun:
+    """The bridge on a fresh lake, fed the requests (`rate`: see `_load`)."""
     tables = SIGNALS_BY_NAME[signal].tables
     with workdir() as path:
         server = BridgeProcess(
@@ -437,14 +442,14 @@ def run_bridge(
         )
         try:
             port = server.wait_for_port()
-            ingest, cpu_before = _load(server, port, signal, payloads, gzipped, args)
+            ingest, cpu_before = _load(server, port, signal, payloads, gzipped, args, rate)
             stages = export_stages(server.admin_port)
         except BaseException:
             server.kill()
             raise
         code, stop_seconds, cpu = _stop(server, cpu_before)
         return ServerRun(
-            name="bridge",
+            name=f"bridge offered {rate:,.0f}/s" if rate else "bridge",
             ingest=ingest,
             stats=server.stats,
             exit_code=code,
@@ -453,6 +458,7 @@ def run_bridge(
             cpu_seconds=cpu,
             stop_seconds=stop_seconds,
             stages=stages,
+            offered_rate=rate,
         )
 
 
@@ -517,7 +523,7 @@ def run_peer(signal: str, payloads: Sequence[Payload], gzipped: Sequence[bytes],
         server = CollectorProcess(path, file_peer_config(signal, port, out))
         try:
             server.wait_for_port(port)
-            ingest, cpu_before = _load(server, port, signal, payloads, gzipped, args)
+            ingest, cpu_before = _load(server, port, signal, payloads, gzipped, args, args.rate)
         except BaseException:
             server.kill()
             raise
@@ -533,6 +539,7 @@ def run_peer(signal: str, payloads: Sequence[Payload], gzipped: Sequence[bytes],
             cpu_seconds=cpu,
             stop_seconds=stop_seconds,
             bad_records=bad,
+            offered_rate=args.rate,
         )
 
 
@@ -670,6 +677,8 @@ class SignalResult:
     limit: SignalLimit
     bridge: ServerRun
     peer: ServerRun | None
+    # --latency-at: the bridge again, offered that fraction of `bridge`'s stored rate
+    paced: ServerRun | None = None
 
     def to_json(self) -> dict[str, Any]:
         limit = {
@@ -689,6 +698,7 @@ class SignalResult:
             "limit": limit,
             "bridge": bridge,
             "collector_file": peer,
+            "bridge_paced": self.paced.to_json() if self.paced else None,
             "bridge_stored_over_limit": self.bridge.stored_rate / max(self.limit.limit_rate, 1e-9),
             "bridge_stored_over_collector": (
                 self.bridge.stored_rate / self.peer.stored_rate
@@ -739,6 +749,14 @@ def render(args, results: Sequence[SignalResult], e2e: EndToEnd | None) -> str:
         if r.bridge.stages:
             spent = ", ".join(f"{k} {v:.1f}" for k, v in r.bridge.stages.items())
             lines.append(f"  bridge Export stages, mean ms: {spent}")
+        if r.paced:
+            share = r.paced.offered_rate / max(r.bridge.stored_rate, 1e-9)
+            lines.append(_row(f"bridge at {share:.0%}", r.paced))
+            spent = ", ".join(f"{k} {v:.1f}" for k, v in r.paced.stages.items())
+            lines.append(
+                f"    offered {r.paced.offered_rate:,.0f}/s, {share:.0%} of the bridge's stored "
+                f"rate above; Export stages, mean ms: {spent}"
+            )
         if r.peer:
             lines.append(_row("Collector -> file", r.peer))
         parts = [
@@ -753,7 +771,7 @@ def render(args, results: Sequence[SignalResult], e2e: EndToEnd | None) -> str:
             ratio += f", bridge/Collector {r.bridge.stored_rate / r.peer.stored_rate:.2f}x"
         clients = f"bench client CPU {r.bridge.ingest.client_cpu_seconds:.1f} s (bridge run)"
         lines.append(f"{ratio}; {clients}")
-        for run in (r.bridge, r.peer):
+        for run in (r.bridge, r.paced, r.peer):
             if run and run.ingest.retries:
                 lines.append(
                     f"  {run.name}: {run.ingest.retries} retryable answers (overloaded), "
@@ -777,7 +795,7 @@ def render(args, results: Sequence[SignalResult], e2e: EndToEnd | None) -> str:
 def problems(results: Sequence[SignalResult], e2e: EndToEnd | None) -> list[str]:
     found = []
     for r in results:
-        for run in (r.bridge, r.peer):
+        for run in (r.bridge, r.paced, r.peer):
             if run is None:
                 continue
             where, i = f"{r.signal} {run.name}", run.ingest
@@ -826,7 +844,10 @@ def run_signal(signal: str, args) -> SignalResult:
     build_seconds = time.perf_counter() - started
     print(f"{signal}: {len(payloads)} requests built in {build_seconds:.1f} s", file=sys.stderr)
     limit = run_signal_limit(signal, compressed)
-    bridge = run_bridge(signal, payloads, compressed, args)
+    bridge = run_bridge(signal, payloads, compressed, args, args.rate)
+    paced = None
+    if args.latency_at:  # the fraction of the rate just stored
+        paced = run_bridge(signal, payloads, compressed, args, args.latency_at * bridge.stored_rate)
     peer = None if args.no_collector else run_peer(signal, payloads, compressed, args)
     return SignalResult(
         signal=signal,
@@ -838,6 +859,7 @@ def run_signal(signal: str, args) -> SignalResult:
         limit=limit,
         bridge=bridge,
         peer=peer,
+        paced=paced,
     )
 
 
@@ -885,6 +907,13 @@ def _parser() -> argparse.ArgumentParser:
         default=0.0,
         help="items/s offered on a fixed schedule (open loop; 0: closed loop, as fast as acked)",
     )
+    parser.add_argument(
+        "--latency-at",
+        type=float,
+        default=0.0,
+        help="after the closed-loop bridge run, run the bridge again offered this fraction of "
+        "the rate it stored (e.g. 0.8: issue #16's Export latency at 80%%); 0: skip",
+    )
     parser.add_argument("--no-collector", action="store_true", help="skip the file-exporter peer")
     parser.add_argument(
         "--client",
@@ -909,6 +938,10 @@ def main(argv: list[str] | None = None) -> int:
     signals = [s.strip() for s in args.signals.split(",") if s.strip()]
     if unknown := set(signals) - set(SIGNAL_NAMES):
         raise SystemExit(f"unknown signals {sorted(unknown)}; choose from {SIGNAL_NAMES}")
+    if not 0 <= args.latency_at <= 1:
+        raise SystemExit("--latency-at is a fraction of the stored rate, from 0 to 1")
+    if args.latency_at and args.rate:
+        raise SystemExit("--latency-at follows a closed-loop run: leave --rate at 0")
     if min(args.requests, args.items_per_request, args.in_flight, args.e2e_workers) <= 0:
         raise SystemExit(
             "--requests, --items-per-request, --in-flight and --e2e-workers must be positive"
