@@ -1,8 +1,11 @@
-"""Row-group level reads: skip row groups by Parquet statistics, read filter columns first.
+"""Row-group level reads: skip row groups by Parquet statistics and bloom filters, read filter
+columns first.
 
 File pruning (pruning.py) only sees the Delta log. Inside a surviving file, each Parquet row
 group carries its own min/max/null counts, so the same `may_match` test drops row groups whose
-ranges exclude the predicate (after Z-order a trace id falls in one narrow row group). The
+ranges exclude the predicate (after compaction a trace id falls in one narrow row group). In
+files as ingested, whose ids span the whole range, a row group's bloom filter (bloom.py) rules
+out an id that `column = value` or `IN` asks for, from a few KB of the file. The
 remaining row groups are read in two steps: first only the columns the predicate names
 (e.g. `trace_id`), then every wanted column of just the row groups where some row matched.
 The predicate itself is never pushed into pyarrow's scan: files delta-rs writes may hold
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
@@ -22,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from otel_delta.connector.bloom import hash_value, may_contain, may_hold, read_bitset
 from otel_delta.connector.predicates import Predicate
 from otel_delta.connector.pruning import FileStats, may_match
 from otel_delta.engines.data_files import local_filesystem
@@ -103,14 +108,70 @@ def plan_row_groups(
     if predicate is None:
         return RowGroupPlan(list(dataset.get_fragments()), None)
     fragments, total, names = [], 0, predicate.columns
+    hashes: dict[Any, int | None] = {}
     for fragment, stats in zip(dataset.get_fragments(), files, strict=True):
         metadata = fragment.metadata
         total += metadata.num_row_groups
-        for index in range(metadata.num_row_groups):
-            group = _row_group_stats(stats, metadata.row_group(index), names)
-            if may_match(predicate.node, group):
-                fragments.append(fragment.subset(row_group_ids=[index]))
+        filters = _BloomFilters(fragment, metadata, names, hashes)
+        try:
+            for index in range(metadata.num_row_groups):
+                group = _row_group_stats(stats, metadata.row_group(index), names)
+                if may_match(predicate.node, group) and may_hold(
+                    predicate.node, partial(filters.probe, index)
+                ):
+                    fragments.append(fragment.subset(row_group_ids=[index]))
+        finally:
+            filters.close()
     return RowGroupPlan(fragments, total)
+
+
+class _BloomFilters:
+    """The bloom filters of one file's row groups, read when a probe first needs them (the file
+    opened once, each filter read once)."""
+
+    def __init__(
+        self, fragment: Any, metadata: Any, names: set[str], hashes: dict[Any, int | None]
+    ) -> None:
+        self._fragment = fragment
+        self._metadata = metadata
+        self._hashes = hashes  # value -> its filter hash, shared by the files of one plan
+        self._columns = {
+            metadata.schema.column(j).path: j
+            for j in range(metadata.num_columns)
+            if metadata.schema.column(j).path in names
+        }
+        self._source: Any = None
+        self._bitsets: dict[tuple[int, int], bytes | None] = {}
+
+    def probe(self, group: int, column: str, value: Any) -> bool | None:
+        """Whether row group `group` may hold `value` in `column` (None: no filter to ask)."""
+        j = self._columns.get(column)
+        if j is None:
+            return None
+        if value not in self._hashes:
+            self._hashes[value] = hash_value(value)
+        hashed = self._hashes[value]
+        if hashed is None:
+            return None
+        bitset = self._bitset(group, j)
+        return None if bitset is None else may_contain(bitset, hashed)
+
+    def _bitset(self, group: int, j: int) -> bytes | None:
+        if (group, j) not in self._bitsets:
+            chunk = self._metadata.row_group(group).column(j)
+            offset = chunk.bloom_filter_offset
+            bitset = None
+            if offset is not None:
+                if self._source is None:
+                    fragment = self._fragment
+                    self._source = fragment.filesystem.open_input_file(fragment.path)
+                bitset = read_bitset(self._source, offset, chunk.bloom_filter_length)
+            self._bitsets[group, j] = bitset
+        return self._bitsets[group, j]
+
+    def close(self) -> None:
+        if self._source is not None:
+            self._source.close()
 
 
 def _row_group_stats(file: FileStats, group: Any, names: set[str]) -> FileStats:

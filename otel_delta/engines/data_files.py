@@ -35,7 +35,7 @@ from deltalake.transaction import AddAction
 
 from otel_delta.lakehouse import STATS_COLUMNS
 from otel_delta.tables.dictionary_types import has_dictionary
-from otel_delta.tables.layout import Layout, parquet_options
+from otel_delta.tables.layout import Layout, bloom_filter_options, parquet_options
 from otel_delta.tables.packed import DICTIONARY_MIN_ROWS, plain_schema, unpack
 
 MAX_STRING_STAT = 64  # longer string min/max are left out of the log (ids and names fit)
@@ -193,7 +193,11 @@ def write_partitioned(
         collector: list[pq.FileMetaData] = []
         with filesystem.open_output_stream(relative) as sink:
             writer = pq.ParquetWriter(
-                sink, data.schema, metadata_collector=collector, **options(data.schema)
+                sink,
+                data.schema,
+                metadata_collector=collector,
+                bloom_filter_options=bloom_filter_options(layout, data.schema, data.num_rows),
+                **options(data.schema),
             )
             writer.write_table(data)
             writer.close()

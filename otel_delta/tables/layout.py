@@ -86,6 +86,9 @@ INGEST_LEVEL = 1
 # traces load, two alternating pairs: 8.6 / 8.1 against 9.3 / 10.2 µs of CPU per span; metrics
 # within the runs' spread (2026-11-27). A page may overrun its 1 MiB target by one step's values
 WRITE_BATCH_SIZE = 16_384
+# false-positive rate of the bloom filters of files as ingested: a lookup reads the rest of a
+# row group for about one in twenty files that do not hold its id
+BLOOM_FPP = 0.05
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,10 @@ class Layout:
     cluster_columns: tuple[str, ...] = ()  # compaction sorts rows by these (maintenance)
     # the columns whose min/max/null counts the Delta log records (delta.dataSkippingStatsColumns)
     stats_columns: tuple[str, ...] = ()
+    # looked up by value (a trace by its id): files as ingested, in arrival order, where every
+    # row group's values span the whole range, get a bloom filter per row group on these
+    # (`bloom_filter_options`); compaction's files are sorted by them and skip by statistics
+    bloom_columns: tuple[str, ...] = ()
 
 
 def parquet_options(
@@ -165,6 +172,22 @@ def parquet_options(
     }
 
 
+def bloom_filter_options(
+    layout: Layout, schema: pa.Schema, rows: int
+) -> dict[str, dict[str, float]] | None:
+    """pyarrow `ParquetWriter` bloom filters of a file as ingested, of `rows` rows (None: none).
+
+    Sized for `rows` distinct values (Arrow caps it at a row group's rows) at BLOOM_FPP: a span
+    file's trace ids number about a third of its rows, but counting them costs about 0.1 µs a
+    row, and the bytes last only until compaction rewrites the file without them. On
+    bench/storage.py's corpus (2026-11-27) spans as first written took 45.5 -> 45.9 B, log
+    records 38.8 -> 39.5 (sized by the count of distinct ids: the same)."""
+    columns = [name for name in layout.bloom_columns if name in schema.names]
+    if not columns or rows <= 0:
+        return None
+    return {name: {"ndv": rows, "fpp": BLOOM_FPP} for name in columns}
+
+
 def column_encodings(layout: Layout, *, clustered: bool = False) -> dict[str, str]:
     """The non-default encodings of a layout, by top-level column, for files in arrival order
     or `clustered` (sorted by the first cluster column alone: delta-rs's Z-order)."""
@@ -201,6 +224,7 @@ SPAN_LAYOUT = Layout(
     # end_time_unix_nano: stored by tables of schema version 1 only (tables/versions.py)
     arrival_delta_columns=("start_time_unix_nano", "end_time_unix_nano", "start_time"),
     cluster_columns=("trace_id", "start_time_unix_nano"),
+    bloom_columns=("trace_id",),
     stats_columns=(
         "start_time",
         "trace_id",
@@ -219,6 +243,7 @@ LOG_LAYOUT = Layout(
     arrival_plain_columns=RESOURCE_COLUMNS,
     arrival_delta_columns=("time_unix_nano", "observed_time_unix_nano", "time"),
     cluster_columns=("trace_id", "time_unix_nano"),
+    bloom_columns=("trace_id",),
     stats_columns=(
         "time",
         "time_unix_nano",

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 
@@ -234,3 +235,31 @@ def test_partition_values_that_need_url_encoding_are_read(spans) -> None:
     assert found["service_name"].to_pylist() == [service]
     assert found["span_id"].to_pylist() == row["span_id"].to_pylist()
     assert spans.trace(row["trace_id"][0].as_py())["service_name"].to_pylist().count(service) == 1
+
+
+def _files_covering(lake_path, table: str, trace_id: str) -> int:
+    """Files of the table whose trace_id statistics do not rule `trace_id` out."""
+    covering = 0
+    for path in DeltaTable(str(lake_path / table)).file_uris():
+        metadata = pq.read_metadata(path)
+        index = metadata.schema.names.index("trace_id")
+        for g in range(metadata.num_row_groups):
+            chunk = metadata.row_group(g).column(index)
+            assert chunk.bloom_filter_offset is not None  # every file as ingested has one
+            statistics = chunk.statistics
+            covering += statistics.min <= trace_id <= statistics.max
+    return covering
+
+
+def test_trace_lookup_in_files_as_ingested_skips_row_groups_by_bloom_filters(
+    spans, lake_path
+) -> None:
+    wanted = data.trace_id("checkout", data.DAYS[0], 1, 2).hex()
+    absent = data.trace_id("a trace no file holds").hex()
+    for trace_id, rows in ((wanted, data.SPANS_PER_TRACE), (absent, 0)):
+        covering = _files_covering(lake_path, "spans", trace_id)
+        assert covering >= 3  # ids in arrival order: statistics alone would read these
+        plan = spans.trace_query(trace_id).explain()
+        assert plan.row_groups_scanned < covering  # the filters rule the id out of the rest
+        assert plan.row_groups_scanned >= (1 if rows else 0)
+        assert spans.trace(trace_id).num_rows == rows

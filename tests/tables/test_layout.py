@@ -12,12 +12,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
+from otel_delta.connector.bloom import may_contain, read_bitset, xxh64
 from otel_delta.convert import logs_to_arrow, metrics_to_arrow, spans_to_arrow
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.maintenance import compaction
 from otel_delta.tables import TABLES
-from otel_delta.tables.layout import RESOURCE_COLUMNS
+from otel_delta.tables.layout import RESOURCE_COLUMNS, bloom_filter_options
 from tests import corpus
 
 BASE_NS = 1_795_000_000_123_456_789
@@ -235,3 +236,60 @@ def test_metric_values_are_plain_and_integers_delta_encoded_as_appended_and_comp
             ), (name, column)
         checked.update(integers + doubles)
     assert set(METRIC_VALUES) <= checked
+
+
+def _trace_id_filters(table: DeltaTable) -> list[tuple[list[str], bytes | None]]:
+    """Per row group of the table's live files: its trace ids and their bloom filter."""
+    found = []
+    for uri in table.file_uris():
+        path = uri.removeprefix("file://")
+        parquet = pq.ParquetFile(path)
+        index = parquet.metadata.schema.names.index("trace_id")
+        with pa.OSFile(path) as source:
+            for g in range(parquet.metadata.num_row_groups):
+                chunk = parquet.metadata.row_group(g).column(index)
+                bitset = None
+                if chunk.bloom_filter_offset is not None:
+                    bitset = read_bitset(
+                        source, chunk.bloom_filter_offset, chunk.bloom_filter_length
+                    )
+                    assert bitset is not None
+                ids = parquet.read_row_group(g, columns=["trace_id"])["trace_id"].to_pylist()
+                found.append((ids, bitset))
+    return found
+
+
+def test_files_as_ingested_have_bloom_filters_on_the_trace_id_and_compacted_ones_not(
+    tmp_path: Path,
+) -> None:
+    """Arrival order leaves every row group's trace ids spanning the whole range: a filter
+    per row group holds each of them (connector/bloom.py reads it). Compaction sorts by the
+    trace id, and its files skip by statistics: no filter there. Metrics have no trace id."""
+    engine = DeltaRsEngine(Lakehouse(str(tmp_path)))
+    rows = {
+        "spans": spans_table(),
+        "logs": logs_to_arrow(corpus.logs_request()).tables["logs"],
+    }
+    for name, data in rows.items():
+        half = data.num_rows // 2
+        engine.append(name, data.slice(0, half))  # two files: compaction joins them
+        engine.append(name, data.slice(half))
+        assert TABLES[name].layout.bloom_columns == ("trace_id",)
+        ingested = _trace_id_filters(DeltaTable(str(tmp_path / name)))
+        assert ingested and all(bitset is not None for _, bitset in ingested)
+        for ids, bitset in ingested:
+            assert bitset is not None
+            assert all(may_contain(bitset, xxh64(i.encode())) for i in ids)
+        done = compaction.compact(
+            DeltaTable(str(tmp_path / name)),
+            TABLES[name].layout,
+            compaction.RewriteOptions(),
+            older_than_ms=2**62,
+        )
+        assert done.files_added >= 1
+        compacted = _trace_id_filters(DeltaTable(str(tmp_path / name)))
+        assert compacted and all(bitset is None for _, bitset in compacted)
+    gauge = metrics_to_arrow(corpus.metrics_request()).tables["metrics_gauge"]
+    assert TABLES["metrics_gauge"].layout.bloom_columns == ()
+    assert bloom_filter_options(TABLES["metrics_gauge"].layout, gauge.schema, 10) is None
+    assert bloom_filter_options(TABLES["spans"].layout, rows["spans"].schema, 0) is None
