@@ -15,6 +15,7 @@ that the scan has already cast to the table schema.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -30,6 +31,8 @@ from otel_delta.connector.bloom import hash_value, may_contain, may_hold, read_b
 from otel_delta.connector.predicates import Predicate
 from otel_delta.connector.pruning import FileStats, may_match
 from otel_delta.engines.data_files import local_filesystem
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # imported where used: it loads pandas (otel_delta/nopandas.py)
     import pyarrow.dataset as ds
@@ -141,6 +144,7 @@ class _BloomFilters:
             if metadata.schema.column(j).path in names
         }
         self._source: Any = None
+        self._unreadable = False  # the file could not be opened for its filters
         self._bitsets: dict[tuple[int, int], bytes | None] = {}
 
     def probe(self, group: int, column: str, value: Any) -> bool | None:
@@ -161,11 +165,15 @@ class _BloomFilters:
             chunk = self._metadata.row_group(group).column(j)
             offset = chunk.bloom_filter_offset
             bitset = None
-            if offset is not None:
-                if self._source is None:
-                    fragment = self._fragment
-                    self._source = fragment.filesystem.open_input_file(fragment.path)
-                bitset = read_bitset(self._source, offset, chunk.bloom_filter_length)
+            if offset is not None and not self._unreadable:
+                try:
+                    if self._source is None:
+                        fragment = self._fragment
+                        self._source = fragment.filesystem.open_input_file(fragment.path)
+                    bitset = read_bitset(self._source, offset, chunk.bloom_filter_length)
+                except Exception as exc:  # a filter only saves a read: read the row group
+                    log.debug("bloom filters of %s not read: %s", self._fragment.path, exc)
+                    self._unreadable = True
             self._bitsets[group, j] = bitset
         return self._bitsets[group, j]
 
