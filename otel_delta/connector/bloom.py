@@ -37,6 +37,7 @@ _SALT = (
     0x5C6BFB31,
 )
 _BLOCK_BYTES = 32
+MAX_BITSET_BYTES = 128 * 1024 * 1024  # the largest filter writers make (Arrow's and Java's cap)
 _HEADER_READ = 64  # bytes enough for a filter's header when the footer does not give its length
 # Thrift compact protocol field types a BloomFilterHeader holds
 _I32 = 5
@@ -183,9 +184,12 @@ def read_bitset(source: Any, offset: int, length: int | None) -> bytes | None:
     try:
         head = source.read_at(length if length else _HEADER_READ, offset)
         size, header = parse_header(head)
-        if length and header + size == len(head):
-            return head[header:]
-        return source.read_at(size, offset + header)
+        if size < _BLOCK_BYTES or size % _BLOCK_BYTES or size > MAX_BITSET_BYTES:
+            return None  # not a split-block bitset: a damaged or foreign header
+        bitset = head[header:] if length and header + size == len(head) else None
+        if bitset is None:
+            bitset = source.read_at(size, offset + header)
+        return bitset if len(bitset) == size else None
     except (ValueError, OSError):
         return None
 

@@ -106,3 +106,12 @@ def test_only_equality_and_in_terms_are_asked_of_the_filters() -> None:
 def test_only_strings_are_hashed() -> None:
     assert hash_value("abc") == xxh64(b"abc")
     assert hash_value(42) is None
+
+
+def test_a_header_naming_an_impossible_size_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "odd.parquet"
+    # field 1 (i32) = 40 bytes, then the stop of the header: not a whole number of blocks
+    path.write_bytes(bytes([0x15, 80, 0x00]) + b"\xff" * 40)
+    with pa.OSFile(str(path)) as source:
+        assert parse_header(path.read_bytes()) == (40, 3)
+        assert read_bitset(source, 0, None) is None
