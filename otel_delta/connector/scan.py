@@ -115,7 +115,7 @@ def plan_row_groups(
     for fragment, stats in zip(dataset.get_fragments(), files, strict=True):
         metadata = fragment.metadata
         total += metadata.num_row_groups
-        filters = _BloomFilters(fragment, metadata, names, hashes)
+        filters = BloomFilters(fragment, metadata, names, hashes)
         try:
             for index in range(metadata.num_row_groups):
                 group = _row_group_stats(stats, metadata.row_group(index), names)
@@ -128,7 +128,7 @@ def plan_row_groups(
     return RowGroupPlan(fragments, total)
 
 
-class _BloomFilters:
+class BloomFilters:
     """The bloom filters of one file's row groups, read when a probe first needs them (the file
     opened once, each filter read once)."""
 

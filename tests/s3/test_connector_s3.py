@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from otel_delta.connector import DeltaConfig, DeltaLakeConnector
 from otel_delta.connector.pruning import file_stats
-from otel_delta.connector.scan import _BloomFilters, files_dataset
+from otel_delta.connector.scan import BloomFilters, files_dataset
 from otel_delta.connector.table import Table
 from otel_delta.errors import TableNotFoundError, VersionNotFoundError
 from otel_delta.privacy import keyed_hash
@@ -334,7 +334,7 @@ def test_trace_lookup_reads_the_bloom_filters_from_s3(s3: S3Server) -> None:
     files = file_stats(pa.table(delta.get_add_actions(flatten=True)))
     dataset = files_dataset(delta, files)
     for fragment in dataset.get_fragments():
-        filters = _BloomFilters(fragment, fragment.metadata, {"trace_id"}, {})
+        filters = BloomFilters(fragment, fragment.metadata, {"trace_id"}, {})
         try:
             ids = fragment.to_table(columns=["trace_id"])["trace_id"].to_pylist()
             assert ids and all(filters.probe(0, "trace_id", i) is True for i in ids)
