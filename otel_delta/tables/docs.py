@@ -80,8 +80,9 @@ properties carry `{SCHEMA_VERSION_PROPERTY} = {SCHEMA_VERSION}`.
 - **Ids** are lowercase hex strings; an absent id is the empty string. Find a trace with
   `WHERE trace_id = '<32 hex digits>'` (Spark, DuckDB, Polars, delta-rs alike): scheduled
   maintenance sorts the files by trace id, so the file statistics and row-group statistics
-  skip almost everything; files not yet compacted carry a bloom filter on `trace_id` per row
-  group, which the connector and readers that use Parquet bloom filters skip by.
+  skip almost everything; the files the bridge appends carry a bloom filter on `trace_id` per
+  row group until compaction rewrites them, which the connector and readers that use Parquet
+  bloom filters skip by.
 - **Enums** are stored by name (`SPAN_KIND_SERVER`); a value newer than our protocol version is
   stored as its number, so nothing is lost.
 - **Resource and scope** fields are repeated on every row (`resource_*`, `scope_*`); Parquet's
@@ -142,8 +143,8 @@ def layout_notes(layout: Layout, schema: pa.Schema) -> str:
         ),
         ("Delta statistics (file skipping) on {}", layout.stats_columns),
         (
-            "a Parquet bloom filter per row group on {} in files as ingested (rows in arrival "
-            "order), so a lookup by value skips them before compaction sorts them",
+            "a Parquet bloom filter per row group on {} in the files the bridge appends (rows "
+            "in arrival order), so a lookup by value skips them before compaction sorts them",
             layout.bloom_columns,
         ),
     )
