@@ -126,22 +126,30 @@ def _varint(data: bytes, at: int) -> tuple[int, int]:
         shift += 7
 
 
-def _skip_struct(data: bytes, at: int) -> int:
-    """Past one compact-protocol struct of the kinds a BloomFilterHeader nests (unions of
-    empty structs)."""
+def _read_struct(data: bytes, at: int) -> tuple[dict[int, int], int]:
+    """One compact-protocol struct at `at`: its i32 fields by field id, and where it ends.
+    A BloomFilterHeader holds only i32 fields and structs (unions of empty structs), which
+    are read through and left out."""
+    fields: dict[int, int] = {}
+    field = 0
     while True:
         if at >= len(data):
             raise ValueError("truncated bloom filter header")
-        kind = data[at] & 0x0F
+        head = data[at]
         at += 1
+        kind = head & 0x0F
         if kind == 0:  # stop
-            return at
-        if (data[at - 1] >> 4) == 0:  # a long-form field id follows
-            _, at = _varint(data, at)
-        if kind == _STRUCT:
-            at = _skip_struct(data, at)
-        elif kind == _I32:
-            _, at = _varint(data, at)
+            return fields, at
+        if head >> 4:
+            field += head >> 4
+        else:  # a long-form field id follows
+            raw, at = _varint(data, at)
+            field = (raw >> 1) ^ -(raw & 1)
+        if kind == _I32:
+            raw, at = _varint(data, at)
+            fields[field] = (raw >> 1) ^ -(raw & 1)
+        elif kind == _STRUCT:
+            _, at = _read_struct(data, at)
         else:
             raise ValueError(f"unexpected field type {kind} in a bloom filter header")
 
@@ -150,29 +158,8 @@ def parse_header(data: bytes) -> tuple[int, int]:
     """(bitset bytes, header bytes) of a BloomFilterHeader at the start of `data`: field 1 is
     the bitset's size; algorithm, hash and compression are unions with one known member each
     (split-block, XXH64, none), so they are skipped."""
-    at, field, bitset = 0, 0, None
-    while True:
-        if at >= len(data):
-            raise ValueError("truncated bloom filter header")
-        head = data[at]
-        at += 1
-        kind = head & 0x0F
-        if kind == 0:
-            break
-        delta = head >> 4
-        if delta:
-            field += delta
-        else:
-            raw, at = _varint(data, at)
-            field = (raw >> 1) ^ -(raw & 1)
-        if kind == _I32:
-            raw, at = _varint(data, at)
-            if field == 1:
-                bitset = (raw >> 1) ^ -(raw & 1)
-        elif kind == _STRUCT:
-            at = _skip_struct(data, at)
-        else:
-            raise ValueError(f"unexpected field type {kind} in a bloom filter header")
+    fields, at = _read_struct(data, 0)
+    bitset = fields.get(1)
     if bitset is None or bitset < 0:
         raise ValueError("bloom filter header without its size")
     return bitset, at
