@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from otel_delta.connector.predicates import And, Compare, In, Node, Or
@@ -94,8 +95,10 @@ def xxh64(data: bytes, seed: int = 0) -> int:
     return acc ^ (acc >> 32)
 
 
+@lru_cache(maxsize=1024)
 def hash_value(value: Any) -> int | None:
-    """The filter hash of a string value (None: not a type these filters are written for)."""
+    """The filter hash of a string value (None: not a type these filters are written for);
+    cached, as a lookup asks it of every file it opens."""
     return xxh64(value.encode()) if isinstance(value, str) else None
 
 

@@ -111,11 +111,10 @@ def plan_row_groups(
     if predicate is None:
         return RowGroupPlan(list(dataset.get_fragments()), None)
     fragments, total, names = [], 0, predicate.columns
-    hashes: dict[Any, int | None] = {}
     for fragment, stats in zip(dataset.get_fragments(), files, strict=True):
         metadata = fragment.metadata
         total += metadata.num_row_groups
-        filters = BloomFilters(fragment, metadata, names, hashes)
+        filters = BloomFilters(fragment, metadata, names)
         try:
             for index in range(metadata.num_row_groups):
                 group = _row_group_stats(stats, metadata.row_group(index), names)
@@ -132,12 +131,9 @@ class BloomFilters:
     """The bloom filters of one file's row groups, read when a probe first needs them (the file
     opened once, each filter read once)."""
 
-    def __init__(
-        self, fragment: Any, metadata: Any, names: set[str], hashes: dict[Any, int | None]
-    ) -> None:
+    def __init__(self, fragment: Any, metadata: Any, names: set[str]) -> None:
         self._fragment = fragment
         self._metadata = metadata
-        self._hashes = hashes  # value -> its filter hash, shared by the files of one plan
         self._columns = {
             metadata.schema.column(j).path: j
             for j in range(metadata.num_columns)
@@ -152,9 +148,7 @@ class BloomFilters:
         j = self._columns.get(column)
         if j is None:
             return None
-        if value not in self._hashes:
-            self._hashes[value] = hash_value(value)
-        hashed = self._hashes[value]
+        hashed = hash_value(value)
         if hashed is None:
             return None
         bitset = self._bitset(group, j)

@@ -334,7 +334,7 @@ def test_trace_lookup_reads_the_bloom_filters_from_s3(s3: S3Server) -> None:
     files = file_stats(pa.table(delta.get_add_actions(flatten=True)))
     dataset = files_dataset(delta, files)
     for fragment in dataset.get_fragments():
-        filters = BloomFilters(fragment, fragment.metadata, {"trace_id"}, {})
+        filters = BloomFilters(fragment, fragment.metadata, {"trace_id"})
         try:
             ids = fragment.to_table(columns=["trace_id"])["trace_id"].to_pylist()
             assert ids and all(filters.probe(0, "trace_id", i) is True for i in ids)
