@@ -20,7 +20,10 @@ stack traces, links, correlated logs, metrics. For each signal this prints bytes
   a copy of the files as first written: the Z-order's result is the same from either;
 
 and, for spans and logs, where the bytes go: compressed bytes per item of each top-level
-column in the compacted files.
+column in the compacted files; and what the schema changes issue #14 names would save there
+(`what_if`): the compacted files rewritten with the same rows, row groups and encodings, but
+the hex ids as fixed-size binary, and then also without the TIMESTAMP copy of the
+nanosecond time.
 
     .venv/bin/python -m bench.storage --traces 4000
 """
@@ -35,6 +38,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 from deltalake import DeltaTable, WriterProperties, write_deltalake
@@ -47,10 +51,11 @@ from bench.corpus import Corpus, build_corpus
 from otel_delta import DeltaConfig, DeltaLakeConnector
 from otel_delta.convert import metrics_to_arrow
 from otel_delta.convert.native import native_converter
+from otel_delta.engines.data_files import stats_columns
 from otel_delta.maintenance import closed_days, compaction
 from otel_delta.maintenance.tasks import TablePolicy
 from otel_delta.tables import TABLES
-from otel_delta.tables.layout import COMPACTION_LEVEL, INGEST_LEVEL
+from otel_delta.tables.layout import COMPACTION_LEVEL, INGEST_LEVEL, parquet_options
 from otel_delta.tables.packed import unpack
 
 RESULTS_FILE = RESULTS_DIR / "storage-latest.json"
@@ -62,6 +67,13 @@ TABLES_OF = {
     "logs": ("logs",),
     "metrics": tuple(name for name in TABLES if name.startswith("metrics_")),
 }
+# what-if schema changes, for the tables with ids: the hex id columns and their bytes as binary,
+# and the TIMESTAMP column that repeats a nanosecond BIGINT one
+BINARY_IDS = {
+    "spans": {"trace_id": 16, "span_id": 8, "parent_span_id": 8},
+    "logs": {"trace_id": 16, "span_id": 8},
+}
+TIMESTAMP_COPIES = {"spans": "start_time", "logs": "time"}
 EVERYTHING = 2**62  # a cutoff every file is older than
 # the baseline of our layout: delta-rs's defaults with the bridge's default codec
 DEFAULTS = WriterProperties(compression="ZSTD", compression_level=INGEST_LEVEL)
@@ -124,8 +136,46 @@ def column_bytes(lake: Path, name: str) -> dict[str, int]:
     return dict(sizes)
 
 
+def binary_ids(rows: pa.Table, sizes: dict[str, int]) -> pa.Table:
+    """`rows` with the named hex id columns as fixed-size binary (an empty id: null)."""
+    for name, size in sizes.items():
+        values = [bytes.fromhex(v) if v else None for v in rows.column(name).to_pylist()]
+        at = rows.schema.get_field_index(name)
+        rows = rows.set_column(
+            at, pa.field(name, pa.binary(size)), pa.array(values, pa.binary(size))
+        )
+    return rows
+
+
+def what_if(lake: Path, name: str, level: int) -> dict[str, int]:
+    """Bytes of the table's live (compacted) files rewritten as compaction writes them, each as
+    it is (the control), with binary ids, and with binary ids and no TIMESTAMP copy."""
+    delta = DeltaTable(str(lake / name))
+    layout = TABLES[name].layout
+    row_group_rows = compaction.RewriteOptions().row_group_rows
+    variants = {
+        "as_is": lambda rows: rows,
+        "binary_ids": lambda rows: binary_ids(rows, BINARY_IDS[name]),
+        "binary_ids_no_timestamp": lambda rows: binary_ids(rows, BINARY_IDS[name]).drop_columns(
+            [TIMESTAMP_COPIES[name]]
+        ),
+    }
+    sizes = dict.fromkeys(variants, 0)
+    for file in compaction.candidates(delta):
+        original = pq.read_table(lake / name / file.path)
+        for variant, change in variants.items():
+            rows = change(original)
+            options = parquet_options(
+                layout, rows.schema, "zstd", level, stats_columns(delta), clustered=True
+            )
+            sink = pa.BufferOutputStream()
+            pq.write_table(rows, sink, row_group_size=row_group_rows, **options)
+            sizes[variant] += sink.getvalue().size
+    return sizes
+
+
 def measure(corpus: Corpus, level: int) -> dict:
-    figures: dict = {"signals": {}, "columns": {}}
+    figures: dict = {"signals": {}, "columns": {}, "what_if": {}}
     with workdir() as path:
         lake = path / "lake"
         connector = DeltaLakeConnector(DeltaConfig.for_path(lake))
@@ -163,6 +213,8 @@ def measure(corpus: Corpus, level: int) -> dict:
             row["clustered"], row["clustered_files"] = table_bytes(lake, TABLES_OF[signal])
             for name in TABLES_OF[signal][:1]:
                 figures["columns"][name] = column_bytes(lake, name)
+                if name in BINARY_IDS:
+                    figures["what_if"][name] = what_if(lake, name, level)
             closed = DeltaLakeConnector(DeltaConfig.for_path(path / "closed"))
             for name in TABLES_OF[signal]:
                 if (path / "closed" / name / "_delta_log").exists():
@@ -200,6 +252,15 @@ def report(figures: dict) -> list[str]:
     for state in ("writer_defaults", "first_written", "clustered", "closed"):
         ours = spans[state] + logs[state]
         lines.append(f"spans + logs, {state}: OTLP+gzip / ours = {gzip_total / ours:.2f}x")
+    if what := figures["what_if"]:
+        lines.append("the compacted spans + logs rewritten (schema changes not made, measured):")
+        for variant in what["spans"]:
+            ours = what["spans"][variant] + what["logs"][variant]
+            per = ", ".join(
+                f"{name} {what[name][variant] / figures['signals'][signal]['items']:.1f} B"
+                for name, signal in (("spans", "traces"), ("logs", "logs"))
+            )
+            lines.append(f"  {variant:24} {per}: OTLP+gzip / ours = {gzip_total / ours:.2f}x")
     for name, sizes in figures["columns"].items():
         items = figures["signals"]["traces" if name == "spans" else "logs"]["items"]
         if name.startswith("metrics_"):
