@@ -43,6 +43,9 @@ _HEADER_READ = 64  # bytes enough for a filter's header when the footer does not
 # Thrift compact protocol field types a BloomFilterHeader holds
 _I32 = 5
 _STRUCT = 12
+_VARINT_BYTES = 10  # a 64-bit varint's longest form
+_HEADER_DEPTH = 2  # the header, a union, the union's empty member struct
+_FIRST_MEMBER: dict = {1: {}}  # a union holding its field 1, an empty struct
 
 
 def _rotl(value: int, bits: int) -> int:
@@ -118,7 +121,7 @@ def may_contain(bitset: bytes, hashed: int) -> bool:
 
 def _varint(data: bytes, at: int) -> tuple[int, int]:
     value = shift = 0
-    while True:
+    for _ in range(_VARINT_BYTES):
         if at >= len(data):
             raise ValueError("truncated bloom filter header")
         byte = data[at]
@@ -127,13 +130,19 @@ def _varint(data: bytes, at: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, at
         shift += 7
+    raise ValueError("a bloom filter header's number runs past 64 bits")
 
 
-def _read_struct(data: bytes, at: int) -> tuple[dict[int, int], int]:
-    """One compact-protocol struct at `at`: its i32 fields by field id, and where it ends.
-    A BloomFilterHeader holds only i32 fields and structs (unions of empty structs), which
-    are read through and left out."""
-    fields: dict[int, int] = {}
+Struct = dict[int, "int | Struct"]
+
+
+def _read_struct(data: bytes, at: int, depth: int = 0) -> tuple[Struct, int]:
+    """One compact-protocol struct at `at`: its i32 fields and nested structs by field id,
+    and where it ends. A BloomFilterHeader holds only those (its unions are structs of empty
+    structs), two levels deep: anything deeper is not a header."""
+    if depth > _HEADER_DEPTH:
+        raise ValueError("a bloom filter header nested too deep")
+    fields: Struct = {}
     field = 0
     while True:
         if at >= len(data):
@@ -152,33 +161,41 @@ def _read_struct(data: bytes, at: int) -> tuple[dict[int, int], int]:
             raw, at = _varint(data, at)
             fields[field] = (raw >> 1) ^ -(raw & 1)
         elif kind == _STRUCT:
-            _, at = _read_struct(data, at)
+            fields[field], at = _read_struct(data, at, depth + 1)
         else:
             raise ValueError(f"unexpected field type {kind} in a bloom filter header")
 
 
 def parse_header(data: bytes) -> tuple[int, int]:
-    """(bitset bytes, header bytes) of a BloomFilterHeader at the start of `data`: field 1 is
-    the bitset's size; algorithm, hash and compression are unions with one known member each
-    (split-block, XXH64, none), so they are skipped."""
+    """(bitset bytes, header bytes) of a BloomFilterHeader at the start of `data`. Field 1 is
+    the bitset's size; algorithm, hash and compression (fields 2-4) are unions, and this
+    reader knows the first member of each (split-block, XXH64, uncompressed): a filter made
+    otherwise would answer wrong, so its header is refused."""
     fields, at = _read_struct(data, 0)
     bitset = fields.get(1)
-    if bitset is None or bitset < 0:
+    if not isinstance(bitset, int) or bitset < 0:
         raise ValueError("bloom filter header without its size")
+    for field, what in ((2, "algorithm"), (3, "hash"), (4, "compression")):
+        if fields.get(field) != _FIRST_MEMBER:
+            raise ValueError(f"bloom filter of an unknown {what}")
     return bitset, at
 
 
 def read_bitset(source: Any, offset: int, length: int | None) -> bytes | None:
     """The bitset of the filter at `offset` of an open Parquet file (`read_at`), or None when
-    it cannot be read as a split-block filter (the caller then reads the row group)."""
+    it cannot be read as a split-block filter (the caller then reads the row group).
+    `length`: the header's and bitset's bytes together, as the footer gives them (None or 0:
+    not given); a header that disagrees with it is damaged."""
+    if length is not None and not 0 <= length <= MAX_BITSET_BYTES + _HEADER_READ:
+        return None
     try:
-        head = source.read_at(length if length else _HEADER_READ, offset)
+        head = source.read_at(length or _HEADER_READ, offset)
         size, header = parse_header(head)
         if size < _BLOCK_BYTES or size % _BLOCK_BYTES or size > MAX_BITSET_BYTES:
             return None  # not a split-block bitset: a damaged or foreign header
-        bitset = head[header:] if length and header + size == len(head) else None
-        if bitset is None:
-            bitset = source.read_at(size, offset + header)
+        if length:
+            return head[header:] if header + size == len(head) == length else None
+        bitset = source.read_at(size, offset + header)
         return bitset if len(bitset) == size else None
     except (ValueError, OSError):
         return None

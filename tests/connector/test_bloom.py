@@ -108,10 +108,79 @@ def test_only_strings_are_hashed() -> None:
     assert hash_value(42) is None
 
 
-def test_a_header_naming_an_impossible_size_is_not_read(tmp_path: Path) -> None:
-    path = tmp_path / "odd.parquet"
-    # field 1 (i32) = 40 bytes, then the stop of the header: not a whole number of blocks
-    path.write_bytes(bytes([0x15, 80, 0x00]) + b"\xff" * 40)
-    with pa.OSFile(str(path)) as source:
-        assert parse_header(path.read_bytes()) == (40, 3)
-        assert read_bitset(source, 0, None) is None
+# a header's unions (algorithm, hash, compression) each holding its first member
+KNOWN_UNIONS = b"\x1c\x1c\x00\x00" * 3
+
+
+def header(size: int, unions: bytes = KNOWN_UNIONS) -> bytes:
+    """A BloomFilterHeader in the compact protocol: field 1 (i32) the bitset's size, then the
+    three unions and the stop."""
+    zigzag = size << 1
+    varint = bytearray()
+    while zigzag >= 0x80:
+        varint.append(zigzag & 0x7F | 0x80)
+        zigzag >>= 7
+    varint.append(zigzag)
+    return b"\x15" + bytes(varint) + unions + b"\x00"
+
+
+def _bitset(data: bytes, length: int | None) -> bytes | None:
+    return read_bitset(pa.BufferReader(data), 0, length)
+
+
+def test_the_header_pyarrow_writes_is_the_one_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "one.parquet"
+    pq.write_table(
+        pa.table({"trace_id": ids("one", 10)}),
+        path,
+        bloom_filter_options={"trace_id": {"ndv": 10, "fpp": 0.05}},
+    )
+    chunk = pq.read_metadata(path).row_group(0).column(0)
+    data = path.read_bytes()[chunk.bloom_filter_offset :]
+    size, length = parse_header(data)
+    assert data[:length] == header(size)
+
+
+def test_a_header_naming_an_impossible_size_is_not_read() -> None:
+    data = header(40) + b"\xff" * 40  # not a whole number of 32-byte blocks
+    assert parse_header(data) == (40, len(header(40)))
+    assert _bitset(data, None) is None
+
+
+def test_a_header_disagreeing_with_the_footers_length_is_not_read() -> None:
+    # the header says 1,024 bytes, the footer 512 and its header: reading 1,024 would take
+    # the next filter's bytes for this one's, and could rule out a value it holds
+    data = header(1024) + bytes(512) + b"\xff" * 512
+    assert _bitset(data, len(header(1024)) + 512) is None
+    assert _bitset(data, len(data)) == data[len(header(1024)) :]
+    assert _bitset(data, -1) is None
+    assert _bitset(data, 1 << 40) is None
+
+
+@pytest.mark.parametrize(
+    ("unions", "what"),
+    [
+        (b"\x1c\x2c\x00\x00" + KNOWN_UNIONS[4:], "algorithm"),  # a member but the first
+        (KNOWN_UNIONS[:4] + b"\x1c\x2c\x00\x00" + KNOWN_UNIONS[8:], "hash"),
+        (KNOWN_UNIONS[:8] + b"\x1c\x2c\x00\x00", "compression"),
+        (KNOWN_UNIONS[:8], "compression"),  # left out
+    ],
+)
+def test_a_filter_made_another_way_is_refused(unions: bytes, what: str) -> None:
+    data = header(32, unions) + bytes(32)
+    with pytest.raises(ValueError, match=f"unknown {what}"):
+        parse_header(data)
+    assert _bitset(data, len(data)) is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x1c" * 2_000,  # structs inside structs
+        b"\x15" + b"\xff" * 200_000 + b"\x00",  # a number that never ends
+    ],
+)
+def test_a_malformed_header_is_refused_at_once(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        parse_header(data)
+    assert _bitset(data, len(data)) is None
