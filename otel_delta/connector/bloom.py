@@ -100,9 +100,15 @@ def xxh64(data: bytes, seed: int = 0) -> int:
 
 @lru_cache(maxsize=1024)
 def hash_value(value: Any) -> int | None:
-    """The filter hash of a string value (None: not a type these filters are written for);
-    cached, as a lookup asks it of every file it opens."""
-    return xxh64(value.encode()) if isinstance(value, str) else None
+    """The filter hash of a string value (None: not a type these filters are written for, or
+    a string no file can hold, such as one with a lone surrogate); cached, as a lookup asks it
+    of every file it opens."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return xxh64(value.encode())
+    except UnicodeEncodeError:
+        return None
 
 
 def may_contain(bitset: bytes, hashed: int) -> bool:

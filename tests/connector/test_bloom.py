@@ -106,6 +106,7 @@ def test_only_equality_and_in_terms_are_asked_of_the_filters() -> None:
 def test_only_strings_are_hashed() -> None:
     assert hash_value("abc") == xxh64(b"abc")
     assert hash_value(42) is None
+    assert hash_value("\ud800") is None  # not UTF-8: no filter is asked
 
 
 # a header's unions (algorithm, hash, compression) each holding its first member
