@@ -108,6 +108,9 @@ class ReceiverSettings(Section):
     max_receive_message_bytes: int = Field(64 * MIB, gt=0, le=GRPC_MAX_MESSAGE)
     # requests received and converted at once (both transports); the rest wait unread
     max_concurrent_requests: int = Field(16, ge=1, le=10_000)
+    # OTLP/HTTP: how long a request's body may take to arrive once the request has its slot;
+    # a slower (or stalled) client gets 408 and the slot goes to the requests waiting
+    http_body_timeout_seconds: float = Field(30.0, gt=0, le=HOUR)
     # HTTP/2 flow-control window per gRPC stream: how much of a request a client may send
     # before the bridge reads it. Fixed, not auto-tuned, so requests waiting for a slot hold
     # little memory; a stream moves at most this much per round trip, so raise it for

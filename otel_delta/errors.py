@@ -39,6 +39,16 @@ class UnsupportedMediaTypeError(InvalidRequestError):
     """An OTLP/HTTP request in a content type or encoding we do not read (HTTP 415)."""
 
 
+class RequestTimeoutError(InvalidRequestError):
+    """An OTLP/HTTP request's body did not arrive within `receiver.http_body_timeout_seconds`
+    of its turn (DEADLINE_EXCEEDED / 408): its slot goes to the requests waiting."""
+
+
+class ClientDisconnectedError(InvalidRequestError):
+    """The client closed the connection before its request's body arrived: nobody is left to
+    answer, the request is only counted (CANCELLED; 499, as proxies log it)."""
+
+
 class UnauthenticatedError(OtelDeltaError):
     """A request without the bearer token `receiver.auth` requires (UNAUTHENTICATED / 401)."""
 

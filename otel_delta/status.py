@@ -18,6 +18,7 @@ from google.rpc.error_details_pb2 import RetryInfo
 
 from otel_delta.errors import (
     BufferFullError,
+    ClientDisconnectedError,
     CommitError,
     ConcurrentModificationError,
     ConfigError,
@@ -27,6 +28,7 @@ from otel_delta.errors import (
     OperationDisabledError,
     OtelDeltaError,
     PartitionNotFoundError,
+    RequestTimeoutError,
     RequestTooLargeError,
     RowsRejectedError,
     SchemaMismatchError,
@@ -51,6 +53,8 @@ STATUS_OF: tuple[tuple[type[OtelDeltaError], Status], ...] = (
     # the OTLP receiver
     (UnsupportedMediaTypeError, Status(grpc.StatusCode.INVALID_ARGUMENT, 415)),
     (UnauthenticatedError, Status(grpc.StatusCode.UNAUTHENTICATED, 401)),
+    (RequestTimeoutError, Status(grpc.StatusCode.DEADLINE_EXCEEDED, 408)),
+    (ClientDisconnectedError, Status(grpc.StatusCode.CANCELLED, 499)),
     (InvalidRequestError, Status(grpc.StatusCode.INVALID_ARGUMENT, 400)),
     (RowsRejectedError, Status(grpc.StatusCode.INVALID_ARGUMENT, 400)),
     (RequestTooLargeError, Status(grpc.StatusCode.RESOURCE_EXHAUSTED, 413)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -139,6 +140,38 @@ def test_sigterm_in_wal_mode_answers_quickly_and_commits_everything(tmp_path: Pa
     assert sorted(read_table(lake, "spans")["name"].to_pylist()) == sorted(
         f"s{i}" for i in range(1, 21)
     )
+
+
+def test_sigterm_while_an_http_body_is_arriving_answers_it_503_and_exits_zero(
+    tmp_path: Path,
+) -> None:
+    """A request whose body has not arrived is not accepted yet: SIGTERM answers it at once with
+    the retryable 503 instead of waiting for the rest, and the bridge exits 0 with what was
+    acknowledged before committed."""
+    lake = tmp_path / "lake"
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'{LOOPBACK}[deltalake]\ntable_path = "{lake}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    serve = ServeProcess(config)
+    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(serve.endpoint))
+    stub.Export(one_span_request(1), timeout=10)
+    body = one_span_request(2).SerializeToString()
+    stalled = socket.create_connection(("127.0.0.1", serve.http_port))
+    stalled.sendall(
+        b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        + f"Content-Length: {len(body) + 100}\r\n\r\n".encode()
+        + body  # 100 bytes short: the body never completes
+    )
+    time.sleep(0.5)  # the request holds its slot, reading
+    code = serve.stop(timeout=60)
+    stalled.settimeout(10)
+    assert stalled.recv(65536).startswith(b"HTTP/1.1 503")
+    stalled.close()
+    stderr = "".join(serve.lines)
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "stopped:" in stderr
+    assert read_table(lake, "spans")["name"].to_pylist() == ["s1"]
 
 
 def test_many_idle_connections_do_not_stall_exports(tmp_path: Path) -> None:

@@ -109,6 +109,8 @@ class ExportPipeline:
         await held.request(self.sizes.expected(signal.code))
         try:
             request = body if isinstance(body, Body) else await body()
+        except RETRYABLE:
+            raise  # e.g. the bridge stopped while the body was arriving: retry elsewhere
         except OtelDeltaError as exc:
             return Rejected(exc, str(exc))
         clock.done("receive")

@@ -14,14 +14,18 @@ import logging
 import math
 import time
 
-from aiohttp import web
+from aiohttp import ClientPayloadError, web
 from google.protobuf.message import Message
 
 from otel_delta.auth import BearerToken
 from otel_delta.config import ReceiverSettings
 from otel_delta.errors import (
+    ClientDisconnectedError,
+    InvalidRequestError,
     OtelDeltaError,
+    RequestTimeoutError,
     RequestTooLargeError,
+    ShuttingDownError,
     UnsupportedMediaTypeError,
 )
 from otel_delta.net import bound_endpoint, serve_http
@@ -62,6 +66,8 @@ class HttpTransport:
             app, access_log=None, handle_signals=False, auto_decompress=False
         )
         self.port = 0
+        # set when the bridge stops: bodies still arriving are not waited for
+        self._closing = asyncio.Event()
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port (useful with port 0)."""
@@ -80,8 +86,18 @@ class HttpTransport:
         return bound_endpoint(self.settings.http_endpoint, self.port)
 
     async def stop(self, grace_seconds: float) -> None:
-        """Refuse new requests; let requests in flight finish within the grace."""
-        await asyncio.wait_for(self._runner.cleanup(), grace_seconds)
+        """Refuse new requests; let requests in flight finish within the grace. A request whose
+        body is still arriving is not accepted yet: it is answered 503 at once (retry), so a
+        slow or stalled client cannot hold the bridge's exit."""
+        self._closing.set()
+        try:
+            await asyncio.wait_for(self._runner.cleanup(), grace_seconds)
+        except TimeoutError:
+            log.warning(
+                "OTLP/HTTP: requests still unanswered after the %.0f s grace; their "
+                "connections are closed",
+                grace_seconds,
+            )
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.method != "POST":
@@ -125,14 +141,44 @@ class HttpTransport:
     async def _body(self, request: web.Request) -> Body:
         """The body, decompressed and refused as soon as it is known to be over the limit."""
         try:
-            body = await request.read()
+            body = await self._read(request)
         except web.HTTPRequestEntityTooLarge:
             raise RequestTooLargeError(
                 f"request is over the limit of {self.limit} bytes "
                 "(receiver.max_receive_message_bytes)"
             ) from None
+        except ConnectionError:  # aiohttp's "Connection lost" included
+            raise ClientDisconnectedError(
+                "the client closed the connection before its request's body arrived"
+            ) from None
+        except ClientPayloadError as exc:  # a chunked body cut short or malformed
+            raise InvalidRequestError(f"the request's body could not be read: {exc}") from None
         encoding = request.headers.get("Content-Encoding", "")
         return await receive_compressed(body, encoding, self.limit)
+
+    async def _read(self, request: web.Request) -> bytes:
+        """The raw body, within `http_body_timeout_seconds`, unless the bridge stops first."""
+        timeout = self.settings.http_body_timeout_seconds
+        reading = asyncio.ensure_future(request.read())
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            done, _ = await asyncio.wait(
+                (reading, closing),
+                timeout=timeout,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            closing.cancel()
+            if not reading.done():
+                reading.cancel()
+        if reading in done:
+            return reading.result()
+        if closing in done:
+            raise ShuttingDownError("the bridge is stopping; send the request again")
+        raise RequestTimeoutError(
+            f"the request's body did not arrive within {timeout:g} s "
+            "(receiver.http_body_timeout_seconds)"
+        )
 
     def _response(self, signal: Signal, outcome: Outcome, as_json: bool) -> web.Response:
         content_type = JSON if as_json else PROTOBUF

@@ -5,15 +5,17 @@ in time."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 
 import grpc
 import pytest
+from prometheus_client import REGISTRY
 
 from otel_delta.pipeline.export import SLOT_WAIT_SECONDS
 from tests import corpus
-from tests.helpers import RunningBridge, make_settings, read_table
+from tests.helpers import RunningBridge, make_settings, read_table, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -75,4 +77,59 @@ def test_clients_that_hang_up_mid_body_give_their_slot_back(tmp_path) -> None:
         assert time.monotonic() - started < SLOT_WAIT_SECONDS  # no wait for a lost slot
     finally:
         bridge.stop()
+    assert read_table(lake, "spans").num_rows == 4
+
+
+def answer_status(sock: socket.socket) -> int:
+    """The HTTP status of the answer on `sock` (read until the status line is in)."""
+    sock.settimeout(60)
+    head = b""
+    while b"\r\n" not in head:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        head += chunk
+    return int(head.split(b" ", 2)[1])
+
+
+def test_a_stalled_body_gets_408_and_its_slot_serves_the_next_request(tmp_path) -> None:
+    lake = tmp_path / "lake"
+    bridge = RunningBridge(
+        make_settings(lake, receiver={"max_concurrent_requests": 1, "http_body_timeout_seconds": 1})
+    )
+    try:
+        assert bridge.bridge.http is not None
+        body = corpus.trace_request().SerializeToString()
+        stalled = slow_http_request(bridge.bridge.http.port, body)  # never sends the rest
+        assert answer_status(stalled) == 408
+        stalled.close()
+        traces, _, _ = bridge.stubs(bridge.channel())
+        traces.Export(corpus.trace_request(), timeout=SLOT_WAIT_SECONDS / 2)  # a free slot
+    finally:
+        bridge.stop()
+    assert read_table(lake, "spans").num_rows == 4
+
+
+def test_a_client_gone_before_its_body_is_counted_not_logged_as_an_error(tmp_path, caplog) -> None:
+    lake = tmp_path / "lake"
+    bridge = RunningBridge(make_settings(lake, receiver={"max_concurrent_requests": 1}))
+    labels = {"transport": "http", "signal": "traces", "reason": "client_disconnected"}
+    before = REGISTRY.get_sample_value("otel_delta_receiver_refused_requests_total", labels) or 0
+    try:
+        assert bridge.bridge.http is not None
+        body = corpus.trace_request().SerializeToString()
+        slow_http_request(bridge.bridge.http.port, body).close()  # half a body, then gone
+        wait_until(
+            lambda: (
+                REGISTRY.get_sample_value("otel_delta_receiver_refused_requests_total", labels)
+                == before + 1
+            ),
+            timeout=30,
+            what="the disconnect counted",
+        )
+        traces, _, _ = bridge.stubs(bridge.channel())
+        traces.Export(corpus.trace_request(), timeout=SLOT_WAIT_SECONDS / 2)  # its slot is free
+    finally:
+        bridge.stop()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert read_table(lake, "spans").num_rows == 4
