@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Any
 
 from google.protobuf import json_format
@@ -25,9 +26,23 @@ ID_FIELDS = frozenset(
 )
 
 
-def _hex_ids_to_base64(node: Any) -> None:
-    """Rewrites every id field below `node` in place (attribute keys are values, never keys,
-    so user data cannot be mistaken for an id)."""
+# bytes attribute values (AnyValue.bytes_value): base64, standard or URL-safe, padded or not
+# (the protobuf JSON mapping); protobuf's parser would skip any other character silently
+BYTES_VALUE_FIELDS = frozenset({"bytesValue", "bytes_value"})
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*")
+
+
+def _checked_base64(key: str, value: str) -> str:
+    text = value.rstrip("=")
+    if not _BASE64.fullmatch(text) or len(text) % 4 == 1 or len(value) - len(text) > 2:
+        raise InvalidRequestError(f"{key} is not base64: {value[:64]!r}")
+    return value
+
+
+def _prepare(node: Any) -> None:
+    """Rewrites every id field below `node` in place from hex to base64, and refuses a bytes
+    value that is not base64 (attribute keys are values, never keys, so user data cannot be
+    mistaken for either)."""
     if isinstance(node, dict):
         for key, value in node.items():
             if key in ID_FIELDS and isinstance(value, str):
@@ -35,11 +50,13 @@ def _hex_ids_to_base64(node: Any) -> None:
                     node[key] = base64.b64encode(bytes.fromhex(value)).decode()
                 except ValueError:
                     raise InvalidRequestError(f"{key} is not hex: {value[:64]!r}") from None
+            elif key in BYTES_VALUE_FIELDS and isinstance(value, str):
+                _checked_base64(key, value)
             else:
-                _hex_ids_to_base64(value)
+                _prepare(value)
     elif isinstance(node, list):
         for item in node:
-            _hex_ids_to_base64(item)
+            _prepare(item)
 
 
 def json_to_protobuf(body: bytes, message_type: type[Message]) -> bytes:
@@ -50,7 +67,7 @@ def json_to_protobuf(body: bytes, message_type: type[Message]) -> bytes:
         raise InvalidRequestError(f"request body is not JSON: {exc}") from None
     if not isinstance(document, dict):
         raise InvalidRequestError("request body must be a JSON object")
-    _hex_ids_to_base64(document)
+    _prepare(document)
     try:
         message = json_format.ParseDict(document, message_type(), ignore_unknown_fields=True)
     except (json_format.ParseError, binascii.Error, ValueError, TypeError, RecursionError) as exc:

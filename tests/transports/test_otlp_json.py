@@ -61,6 +61,18 @@ def test_spec_example_request() -> None:
     assert span.attributes[1].value.int_value == 9007199254740993
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("AP8=", b"\x00\xff"), ("AP8", b"\x00\xff"), ("-_8=", b"\xfb\xff"), ("", b"")],
+)
+def test_bytes_values_in_either_base64_alphabet_padded_or_not(text: str, value: bytes) -> None:
+    attribute = {"key": "k", "value": {"bytesValue": text}}
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [attribute]}]}]}]}
+    raw = json_to_protobuf(json.dumps(body).encode(), ExportTraceServiceRequest)
+    span = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
+    assert span.attributes[0].value.bytes_value == value
+
+
 def test_log_record_ids() -> None:
     body = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"traceId": TRACE, "spanId": SPAN}]}]}]}
     raw = json_to_protobuf(json.dumps(body).encode(), ExportLogsServiceRequest)
@@ -76,6 +88,11 @@ def test_log_record_ids() -> None:
         b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "xyz"}]}]}]}',
         b'{"resourceSpans": 7}',
         b"[" * 100_000,
+        *(  # a bytes value that is not base64 (protobuf's parser would drop the bad characters)
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [{"key": "k", '
+            b'"value": {"bytesValue": "%s"}}]}]}]}]}' % value
+            for value in (b"this is not base64!", b"!!!", b"abcde", b"ab=c", b"abc===")
+        ),
     ],
 )
 def test_bad_bodies_are_invalid_requests(body: bytes) -> None:
