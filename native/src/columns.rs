@@ -294,6 +294,50 @@ impl MapColumn {
     }
 }
 
+/// Attribute lists longer than this go to the Python converter: an SDK keeps at most 128
+/// attributes (its default attribute count limit), and the bound keeps `KeyCheck`'s
+/// comparisons in check whatever the keys.
+const MAX_NATIVE_ATTRIBUTES: usize = 128;
+
+/// The keys of one attribute list read so far, to find a repeated one. OTLP says keys are
+/// unique; a list that repeats one goes to the Python converter (`columns.KeyRepeats`), which
+/// keeps the last value of each key and tells the sender. A 64-bit mask of a cheap hash of
+/// each key (its length and end bytes) rules out a repeat for almost every key; only a key
+/// whose bit is set already is compared with the keys before it.
+#[derive(Default)]
+struct KeyCheck {
+    mask: u64,
+    count: usize,
+}
+
+impl KeyCheck {
+    /// Err(Fallback) if `key` is one of the list's `earlier` keys, or the list is too long.
+    fn add<'k, I: Iterator<Item = &'k [u8]>>(
+        &mut self,
+        key: &str,
+        earlier: impl FnOnce() -> I,
+    ) -> Result<(), Fallback> {
+        self.count += 1;
+        if self.count > MAX_NATIVE_ATTRIBUTES {
+            return Err(Fallback);
+        }
+        let bytes = key.as_bytes();
+        let (first, last) = (bytes.first().copied().unwrap_or(0), bytes.last().copied().unwrap_or(0));
+        let bit = 1u64 << ((bytes.len() + 7 * first as usize + 13 * last as usize) & 63);
+        if self.mask & bit != 0 && earlier().any(|k| k == bytes) {
+            return Err(Fallback);
+        }
+        self.mask |= bit;
+        Ok(())
+    }
+}
+
+/// The builder's values from item `from` on: the keys of the row being built.
+fn row_keys(builder: &StringBuilder, from: usize) -> impl Iterator<Item = &[u8]> {
+    let (offsets, values) = (builder.offsets_slice(), builder.values_slice());
+    (from..builder.len()).map(move |i| &values[offsets[i] as usize..offsets[i + 1] as usize])
+}
+
 /// An attribute list encoded once (for resources and scopes, repeated on every row).
 #[derive(Default, Clone)]
 pub struct EncodedAttributes {
@@ -304,7 +348,9 @@ pub struct EncodedAttributes {
 impl EncodedAttributes {
     pub fn new(kvs: &[KeyValue]) -> Result<Self, Fallback> {
         let mut out = Self::default();
+        let mut keys = KeyCheck::default();
         for kv in kvs {
+            keys.add(&kv.key, || out.pairs.iter().map(|(k, _)| k.as_bytes()))?;
             let (text, type_) = encode(kv.value.as_ref())?;
             out.pairs.push((kv.key.clone(), text.map(|t| t.into_owned())));
             if let Some(type_) = type_ {
@@ -317,8 +363,10 @@ impl EncodedAttributes {
     /// The KeyValue messages of field `field` of `message`, read in place (crate::wire).
     pub fn from_wire(message: &[u8], field: u32) -> Result<Self, Fallback> {
         let mut out = Self::default();
+        let mut keys = KeyCheck::default();
         for attribute in wire_attributes(message, field) {
             let (key, (text, type_)) = attribute?;
+            keys.add(key, || out.pairs.iter().map(|(k, _)| k.as_bytes()))?;
             out.pairs.push((key.to_string(), text.map(|t| t.into_owned())));
             if let Some(type_) = type_ {
                 out.types.push((key.to_string(), type_.into_owned()));
@@ -361,8 +409,10 @@ impl AttributeColumns {
     /// One row: the KeyValue messages of field `field` of `message`, read in place
     /// (crate::wire).
     pub fn append_wire(&mut self, message: &[u8], field: u32) -> Result<(), Fallback> {
+        let (row, mut keys) = (self.values.keys.len(), KeyCheck::default());
         for attribute in wire_attributes(message, field) {
             let (key, (text, type_)) = attribute?;
+            keys.add(key, || row_keys(&self.values.keys, row))?;
             self.values.keys.append_value(key);
             self.values.values.append_option(text);
             if let Some(type_) = type_ {

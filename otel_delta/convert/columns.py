@@ -2,23 +2,53 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from otel_delta.convert.anyvalue import encode
+from otel_delta.convert.result import Rejections
 from otel_delta.tables.schemas import ATTRIBUTES, TIMESTAMP
 
 NANOS_PER_DAY = 86_400_000_000_000
 
 
+class KeyRepeats:
+    """How many attribute values one request's converter dropped because a later value in the
+    same list had the same key (OTLP: keys MUST be unique; an SDK setting a key again
+    overwrites it). Stored as sent, a repeated key is a map with a key twice, which DuckDB
+    refuses for the whole file and other readers resolve to different values."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def note(self, rejected: Rejections) -> None:
+        """Tell the sender, in partial_success (a warning: no item is rejected for it)."""
+        if self.count:
+            rejected.note(
+                f"{self.count} attribute value(s) dropped: a later value in the same list had "
+                "the same key (keys must be unique; the last value of each key is kept)"
+            )
+
+
 class AttributeColumns:
     """Builds the `attributes` and `attribute_types` map columns from KeyValue lists."""
 
-    __slots__ = ("keys", "offsets", "type_keys", "type_offsets", "type_values", "values")
+    __slots__ = (
+        "keys",
+        "offsets",
+        "repeats",
+        "type_keys",
+        "type_offsets",
+        "type_values",
+        "values",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, repeats: KeyRepeats) -> None:
+        self.repeats = repeats
         self.offsets: list[int] = [0]
         self.keys: list[str] = []
         self.values: list[str | None] = []
@@ -26,7 +56,16 @@ class AttributeColumns:
         self.type_keys: list[str] = []
         self.type_values: list[str] = []
 
-    def append(self, kvs: Iterable) -> None:
+    def append(self, kvs: Sequence) -> int:
+        """One row of KeyValues; returns how many values it dropped for a repeated key (the
+        last value of a key is kept, where the key first appears)."""
+        dropped = 0
+        if len(kvs) > 1:
+            unique = {kv.key: kv for kv in kvs}
+            dropped = len(kvs) - len(unique)
+            if dropped:
+                kvs = list(unique.values())
+                self.repeats.count += dropped
         # The hot loop of ingest: scalar kinds are inlined (same encoding as anyvalue.encode).
         keys, values = self.keys, self.values
         type_keys, type_values = self.type_keys, self.type_values
@@ -51,6 +90,7 @@ class AttributeColumns:
             type_values.append(type_)  # type: ignore[arg-type]
         self.offsets.append(len(keys))
         self.type_offsets.append(len(type_keys))
+        return dropped
 
     def arrays(self) -> tuple[pa.Array, pa.Array]:
         return (

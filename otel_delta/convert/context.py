@@ -12,7 +12,7 @@ from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from otel_delta.convert.anyvalue import encode
-from otel_delta.convert.columns import AttributeColumns, list_array, struct_array
+from otel_delta.convert.columns import AttributeColumns, KeyRepeats, list_array, struct_array
 from otel_delta.tables.schemas import ENTITY_REF
 
 UNKNOWN_SERVICE = "unknown_service"
@@ -20,8 +20,9 @@ SERVICE_NAME_KEY = "service.name"
 
 
 def service_name(resource: Resource) -> str:
-    """`service.name` of a resource (the partition value); `unknown_service` when absent."""
-    for kv in resource.attributes:
+    """`service.name` of a resource (the partition value); `unknown_service` when absent. The
+    last one, if a request repeats the key: the one the resource's attributes keep."""
+    for kv in reversed(resource.attributes):
         if kv.key == SERVICE_NAME_KEY:
             text, _ = encode(kv.value)
             return text or UNKNOWN_SERVICE
@@ -31,9 +32,9 @@ def service_name(resource: Resource) -> str:
 class ResourceGroups:
     """Unique resources of one request and the resource index of every row."""
 
-    def __init__(self) -> None:
+    def __init__(self, repeats: KeyRepeats) -> None:
         self.service_names: list[str] = []
-        self.attributes = AttributeColumns()
+        self.attributes = AttributeColumns(repeats)
         self.dropped: list[int] = []
         self.schema_urls: list[str] = []
         self.entity_offsets: list[int] = [0]
@@ -41,8 +42,8 @@ class ResourceGroups:
 
     def add(self, resource: Resource, schema_url: str) -> int:
         self.service_names.append(service_name(resource))
-        self.attributes.append(resource.attributes)
-        self.dropped.append(resource.dropped_attributes_count)
+        repeated = self.attributes.append(resource.attributes)
+        self.dropped.append(resource.dropped_attributes_count + repeated)
         self.schema_urls.append(schema_url)
         for ref in resource.entity_refs:
             self.entity_refs["schema_url"].append(ref.schema_url)
@@ -75,18 +76,18 @@ class ResourceGroups:
 class ScopeGroups:
     """Unique instrumentation scopes of one request and the scope index of every row."""
 
-    def __init__(self) -> None:
+    def __init__(self, repeats: KeyRepeats) -> None:
         self.names: list[str] = []
         self.versions: list[str] = []
-        self.attributes = AttributeColumns()
+        self.attributes = AttributeColumns(repeats)
         self.dropped: list[int] = []
         self.schema_urls: list[str] = []
 
     def add(self, scope: InstrumentationScope, schema_url: str) -> int:
         self.names.append(scope.name)
         self.versions.append(scope.version)
-        self.attributes.append(scope.attributes)
-        self.dropped.append(scope.dropped_attributes_count)
+        repeated = self.attributes.append(scope.attributes)
+        self.dropped.append(scope.dropped_attributes_count + repeated)
         self.schema_urls.append(schema_url)
         return len(self.names) - 1
 
@@ -107,8 +108,9 @@ class RowContext:
     """The resource and scope being walked, shared by every table a request feeds."""
 
     def __init__(self) -> None:
-        self.resources = ResourceGroups()
-        self.scopes = ScopeGroups()
+        self.repeats = KeyRepeats()  # of every attribute list of the request
+        self.resources = ResourceGroups(self.repeats)
+        self.scopes = ScopeGroups(self.repeats)
         self.resource = -1
         self.scope = -1
 

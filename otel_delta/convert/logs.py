@@ -34,7 +34,7 @@ def logs_to_arrow(request: ExportLogsServiceRequest) -> Converted:
     trace_id: list[str] = []
     span_id: list[str] = []
     flags: list[int] = []
-    attributes = AttributeColumns()
+    attributes = AttributeColumns(ctx.repeats)
     dropped: list[int] = []
 
     for resource_logs in request.resource_logs:
@@ -62,9 +62,10 @@ def logs_to_arrow(request: ExportLogsServiceRequest) -> Converted:
                 trace_id.append(record.trace_id.hex())
                 span_id.append(record.span_id.hex())
                 flags.append(record.flags)
-                attributes.append(record.attributes)
-                dropped.append(record.dropped_attributes_count)
+                repeated = attributes.append(record.attributes)
+                dropped.append(record.dropped_attributes_count + repeated)
 
+    ctx.repeats.note(rejected)
     if not time:
         return Converted({}, rejected)
     timestamp, date = timestamp_and_date(unsigned(effective))

@@ -17,6 +17,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, M
 
 from otel_delta.convert.columns import (
     AttributeColumns,
+    KeyRepeats,
     enum_name,
     enum_names,
     list_array,
@@ -45,11 +46,11 @@ def point_error(point) -> str | None:
 class MetricGroups:
     """Unique metric descriptors (name, description, unit, metadata) of one request."""
 
-    def __init__(self) -> None:
+    def __init__(self, repeats: KeyRepeats) -> None:
         self.names: list[str] = []
         self.descriptions: list[str] = []
         self.units: list[str] = []
-        self.metadata = AttributeColumns()
+        self.metadata = AttributeColumns(repeats)
 
     def add(self, metric: Metric) -> int:
         self.names.append(metric.name)
@@ -71,14 +72,14 @@ class MetricGroups:
 
 
 class ExemplarColumns:
-    def __init__(self) -> None:
+    def __init__(self, repeats: KeyRepeats) -> None:
         self.offsets = [0]
         self.time: list[int] = []
         self.value_double: list[float | None] = []
         self.value_int: list[int | None] = []
         self.trace_id: list[str] = []
         self.span_id: list[str] = []
-        self.attributes = AttributeColumns()
+        self.attributes = AttributeColumns(repeats)
 
     def append(self, exemplars) -> None:
         for exemplar in exemplars:
@@ -121,9 +122,9 @@ class PointTable:
         self.metric_index: list[int] = []
         self.start: list[int] = []
         self.time: list[int] = []
-        self.attributes = AttributeColumns()
+        self.attributes = AttributeColumns(ctx.repeats)
         self.flags: list[int] = []
-        self.exemplars = ExemplarColumns()
+        self.exemplars = ExemplarColumns(ctx.repeats)
 
     def append(self, metric: Metric, metric_index: int, rejected: Rejections) -> None:
         data = getattr(metric, self.data_field)
@@ -368,7 +369,7 @@ BY_DATA_FIELD = {cls.data_field: cls for cls in POINT_TABLES}
 def metrics_to_arrow(request: ExportMetricsServiceRequest) -> Converted:
     rejected = Rejections()
     ctx = RowContext()
-    metrics = MetricGroups()
+    metrics = MetricGroups(ctx.repeats)
     builders = {field: cls(ctx, metrics) for field, cls in BY_DATA_FIELD.items()}
     for resource_metrics in request.resource_metrics:
         ctx.enter_resource(resource_metrics.resource, resource_metrics.schema_url)
@@ -380,6 +381,7 @@ def metrics_to_arrow(request: ExportMetricsServiceRequest) -> Converted:
                     rejected.note(f"metric {metric.name!r} has no data points and was dropped")
                     continue
                 builders[data_field].append(metric, metrics.add(metric), rejected)
+    ctx.repeats.note(rejected)
     tables = {}
     for builder in builders.values():
         table = builder.to_table()

@@ -9,6 +9,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from otel_delta.convert.columns import (
     AttributeColumns,
+    KeyRepeats,
     enum_name,
     enum_names,
     list_array,
@@ -43,19 +44,19 @@ def span_error(span: Span) -> str | None:
 
 
 class _EventColumns:
-    def __init__(self) -> None:
+    def __init__(self, repeats: KeyRepeats) -> None:
         self.offsets = [0]
         self.time: list[int] = []
         self.name: list[str] = []
-        self.attributes = AttributeColumns()
+        self.attributes = AttributeColumns(repeats)
         self.dropped: list[int] = []
 
     def append(self, events) -> None:
         for event in events:
             self.time.append(event.time_unix_nano)
             self.name.append(event.name)
-            self.attributes.append(event.attributes)
-            self.dropped.append(event.dropped_attributes_count)
+            repeated = self.attributes.append(event.attributes)
+            self.dropped.append(event.dropped_attributes_count + repeated)
         self.offsets.append(len(self.name))
 
     def array(self) -> pa.Array:
@@ -74,13 +75,13 @@ class _EventColumns:
 
 
 class _LinkColumns:
-    def __init__(self) -> None:
+    def __init__(self, repeats: KeyRepeats) -> None:
         self.offsets = [0]
         self.trace_id: list[str] = []
         self.span_id: list[str] = []
         self.trace_state: list[str] = []
         self.flags: list[int] = []
-        self.attributes = AttributeColumns()
+        self.attributes = AttributeColumns(repeats)
         self.dropped: list[int] = []
 
     def append(self, links) -> None:
@@ -89,8 +90,8 @@ class _LinkColumns:
             self.span_id.append(link.span_id.hex())
             self.trace_state.append(link.trace_state)
             self.flags.append(link.flags)
-            self.attributes.append(link.attributes)
-            self.dropped.append(link.dropped_attributes_count)
+            repeated = self.attributes.append(link.attributes)
+            self.dropped.append(link.dropped_attributes_count + repeated)
         self.offsets.append(len(self.trace_id))
 
     def array(self) -> pa.Array:
@@ -125,11 +126,11 @@ def spans_to_arrow(request: ExportTraceServiceRequest) -> Converted:
     end: list[int] = []
     status_code: list[str] = []
     status_message: list[str] = []
-    attributes = AttributeColumns()
+    attributes = AttributeColumns(ctx.repeats)
     dropped_attributes: list[int] = []
-    events = _EventColumns()
+    events = _EventColumns(ctx.repeats)
     dropped_events: list[int] = []
-    links = _LinkColumns()
+    links = _LinkColumns(ctx.repeats)
     dropped_links: list[int] = []
 
     for resource_spans in request.resource_spans:
@@ -154,13 +155,14 @@ def spans_to_arrow(request: ExportTraceServiceRequest) -> Converted:
                 status = span.status
                 status_code.append(enum_name(STATUS_NAMES, status.code))
                 status_message.append(status.message)
-                attributes.append(span.attributes)
-                dropped_attributes.append(span.dropped_attributes_count)
+                repeated = attributes.append(span.attributes)
+                dropped_attributes.append(span.dropped_attributes_count + repeated)
                 events.append(span.events)
                 dropped_events.append(span.dropped_events_count)
                 links.append(span.links)
                 dropped_links.append(span.dropped_links_count)
 
+    ctx.repeats.note(rejected)
     if not trace_id:
         return Converted({}, rejected)
     start_nanos = unsigned(start)

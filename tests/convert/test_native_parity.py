@@ -200,12 +200,16 @@ def random_value(rng: random.Random, depth: int = 0) -> AnyValue:
 
 
 def random_attributes(rng: random.Random, n: int) -> list[KeyValue]:
+    """Keys unique, as OTLP requires (repeated ones: test_repeated_attribute_keys_*)."""
     out = []
+    keys: set[str] = set()
     for i in range(rng.randint(0, n)):
         pair = KeyValue(key=rng.choice([f"k{i}", random_string(rng), "service.name"]))
         if rng.random() < 0.95:
             pair.value.CopyFrom(random_value(rng))
-        out.append(pair)
+        if pair.key not in keys:
+            keys.add(pair.key)
+            out.append(pair)
     return out
 
 
@@ -453,14 +457,12 @@ def test_doubles_print_like_python_repr(native) -> None:
     rng = random.Random(5)
     doubles = ODD_DOUBLES + [random_double(rng) for _ in range(3000)]
     request = ExportTraceServiceRequest()
-    span = (
-        request.resource_spans.add()
-        .scope_spans.add()
-        .spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
-    )
+    spans = request.resource_spans.add().scope_spans.add().spans
     for i, x in enumerate(doubles):
+        if i % 100 == 0:  # an SDK keeps at most 128 attributes; longer lists go to Python
+            span = spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
         span.attributes.add(key=str(i), value=AnyValue(double_value=x))
-    span.attributes.add(
+    spans[0].attributes.add(
         key="array",
         value=AnyValue(array_value=ArrayValue(values=[AnyValue(double_value=x) for x in doubles])),
     )
@@ -887,3 +889,117 @@ def test_native_builders_start_where_the_last_request_ended(native) -> None:
     assert second < first
     # 10% room for the strings (columns.rs, SLACK); the numeric columns still grow by doubling
     assert second <= 1.25
+
+
+# --- repeated attribute keys ---------------------------------------------------------------
+
+
+def twice(key: str = "k") -> list[KeyValue]:
+    """An attribute list that gives `key` twice (first a string, then an int), between others."""
+    return [
+        KeyValue(key=key, value=AnyValue(string_value="first")),
+        KeyValue(key="other", value=AnyValue(bool_value=True)),
+        KeyValue(key=key, value=AnyValue(int_value=2)),
+    ]
+
+
+def with_repeats(where: str):
+    """A one-item request whose attribute list in the place `where` names repeats a key."""
+    resource = Resource(attributes=[KeyValue(key="service.name", value=AnyValue(string_value="s"))])
+    scope = InstrumentationScope(name="lib")
+    if where == "log":
+        item = logs_pb2.LogRecord(time_unix_nano=NOW_NS, body=AnyValue(string_value="b"))
+        request = ExportLogsServiceRequest()
+        group = request.resource_logs.add(resource=resource)
+        group.scope_logs.add(scope=scope, log_records=[item])
+        item = group.scope_logs[0].log_records[0]
+        scope = group.scope_logs[0].scope
+    elif where in ("point", "exemplar", "metadata"):
+        point = metrics_pb2.NumberDataPoint(time_unix_nano=NOW_NS, as_double=1.5)
+        point.exemplars.add(time_unix_nano=NOW_NS, as_double=1.0)
+        metric = metrics_pb2.Metric(name="m", gauge=metrics_pb2.Gauge(data_points=[point]))
+        request = ExportMetricsServiceRequest()
+        group = request.resource_metrics.add(resource=resource)
+        group.scope_metrics.add(scope=scope, metrics=[metric])
+        metric = group.scope_metrics[0].metrics[0]
+        point = metric.gauge.data_points[0]
+        item = {"point": point, "exemplar": point.exemplars[0], "metadata": metric}[where]
+        scope = group.scope_metrics[0].scope
+    else:
+        span = trace_pb2.Span(
+            trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="s", start_time_unix_nano=NOW_NS
+        )
+        span.events.add(time_unix_nano=NOW_NS, name="e")
+        span.links.add(trace_id=b"\x03" * 16, span_id=b"\x04" * 8)
+        request = ExportTraceServiceRequest()
+        group = request.resource_spans.add(resource=resource)
+        group.scope_spans.add(scope=scope, spans=[span])
+        span = group.scope_spans[0].spans[0]
+        item = {"event": span.events[0], "link": span.links[0]}.get(where, span)
+        scope = group.scope_spans[0].scope
+    target = {"resource": group.resource, "scope": scope}.get(where, item)
+    field = {"exemplar": "filtered_attributes", "metadata": "metadata"}.get(where, "attributes")
+    getattr(target, field).extend(twice())
+    return request
+
+
+# where the repeated list is stored: (a row's struct column holding it or None, the map column,
+# the column counting dropped values or None)
+STORED = {
+    "span": (None, "attributes", "dropped_attributes_count"),
+    "event": ("events", "attributes", "dropped_attributes_count"),
+    "link": ("links", "attributes", "dropped_attributes_count"),
+    "resource": (None, "resource_attributes", "resource_dropped_attributes_count"),
+    "scope": (None, "scope_attributes", "scope_dropped_attributes_count"),
+    "log": (None, "attributes", "dropped_attributes_count"),
+    "point": (None, "attributes", None),  # points and exemplars have no dropped count
+    "exemplar": ("exemplars", "filtered_attributes", None),
+    "metadata": (None, "metric_metadata", None),
+}
+
+
+@pytest.mark.parametrize("where", list(STORED))
+def test_repeated_attribute_keys_keep_the_last_value_and_say_so(native, where) -> None:
+    """OTLP: keys are unique. A list repeating one is stored with the key once, holding its
+    last value where it first appeared (as an SDK setting it again overwrites it), the dropped
+    value counted where the item has a dropped count, and partial_success warns (nothing is
+    rejected). Natively such a request is declined, so the answer is Python's."""
+    request = with_repeats(where)
+    kind = type(request)
+    signal = {ExportTraceServiceRequest: "traces", ExportLogsServiceRequest: "logs"}
+    raw = request.SerializeToString()
+    assert native(raw, kind) is None
+    expected, actual = answer(raw, signal.get(kind, "metrics"))
+    assert_identical(expected, actual)
+    assert expected.rejected.count == 0
+    assert "1 attribute value(s) dropped" in expected.rejected.error_message
+    (row,) = [row for table in expected.tables.values() for row in table.to_pylist()]
+    nested, column, dropped = STORED[where]
+    holder = row[nested][0] if nested else row
+    pairs = list(holder[column])
+    assert [key for key, _ in pairs if key in ("k", "other")] == ["k", "other"]
+    assert dict(pairs)["k"] == "2"  # the last value, an int
+    if dropped is not None:
+        assert holder[dropped] == 1
+
+
+def test_a_repeated_service_name_partitions_by_the_value_kept() -> None:
+    request = with_repeats("span")
+    attributes = request.resource_spans[0].resource.attributes
+    attributes.add(key="service.name", value=AnyValue(string_value="later"))
+    (row,) = spans_to_arrow(request).tables["spans"].to_pylist()
+    assert row["service_name"] == dict(row["resource_attributes"])["service.name"] == "later"
+
+
+def test_a_list_past_the_native_bound_is_declined_and_converted_in_python(native) -> None:
+    request = with_repeats("span")
+    attributes = request.resource_spans[0].scope_spans[0].spans[0].attributes
+    del attributes[:]
+    for i in range(129):
+        attributes.add(key=f"k{i}", value=AnyValue(int_value=i))
+    raw = request.SerializeToString()
+    assert native(raw) is None
+    del attributes[128:]
+    assert native(request.SerializeToString()) is not None
+    expected, actual = answer(raw)
+    assert_identical(expected, actual)

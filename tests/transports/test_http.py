@@ -9,6 +9,7 @@ import json
 import time
 import zlib
 
+import duckdb
 import pytest
 import requests
 import zstandard
@@ -168,6 +169,37 @@ def test_rejected_items_are_a_partial_success_in_the_request_encoding(bridge, la
             response = ExportTraceServiceResponse.FromString(answer.content)
             assert response.partial_success.rejected_spans == 1
     assert read_table(lakehouse, "spans").num_rows == 6  # 3 good spans, twice
+
+
+def test_repeated_attribute_keys_are_stored_once_and_warned_of(bridge, lakehouse) -> None:
+    """A span whose attributes give a key twice (OTLP says keys are unique): stored with the
+    last value, the other counted as dropped, a warning in partial_success; the file stays
+    readable by DuckDB's own Parquet reader, which refuses a map with a key twice."""
+    now = time.time_ns()
+    attributes = [
+        {"key": "k", "value": {"stringValue": "a"}},
+        {"key": "k", "value": {"stringValue": "b"}},
+    ]
+    spans = [
+        {"traceId": "1" * 32, "spanId": "1" * 16, "name": "fine", "startTimeUnixNano": str(now)},
+        {"traceId": "2" * 32, "spanId": "2" * 16, "name": "dup", "startTimeUnixNano": str(now),
+         "attributes": attributes},
+    ]  # fmt: skip
+    service = [{"key": "service.name", "value": {"stringValue": "dupdemo"}}]
+    body = {
+        "resourceSpans": [{"resource": {"attributes": service}, "scopeSpans": [{"spans": spans}]}]
+    }
+    answer = requests.post(url(bridge), data=json.dumps(body), headers=JSON, timeout=30)
+    assert answer.status_code == 200
+    partial = answer.json()["partialSuccess"]
+    assert "rejectedSpans" not in partial and "same key" in partial["errorMessage"]
+    assert read_table(lakehouse, "spans").num_rows == 2
+    files = str(lakehouse / "spans" / "**" / "*.parquet")
+    found = duckdb.sql(
+        f"SELECT name, attributes['k'] AS k, dropped_attributes_count AS dropped "
+        f"FROM read_parquet('{files}', hive_partitioning = false) ORDER BY name"
+    ).fetchall()
+    assert found == [("dup", "b", 1), ("fine", None, 0)]
 
 
 BAD_REQUESTS = [
