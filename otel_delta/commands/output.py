@@ -20,7 +20,9 @@ MAX_CELL = 60
 def records(value: Any) -> list[dict[str, Any]]:
     """Rows from an Arrow table, a dataclass (or list of them), a mapping or a list of dicts."""
     if isinstance(value, pa.Table | pa.RecordBatch):
-        return value.to_pylist()
+        # maps as objects, an empty one too ({}, not []); a key a table holds twice (written
+        # before the bridge kept one value per key) gives its last value
+        return value.to_pylist(maps_as_pydicts="lossy")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return [dataclasses.asdict(value)]
     if isinstance(value, Mapping):

@@ -29,6 +29,7 @@ def test_json_lines_are_plain_objects() -> None:
     first = json.loads(lines[0])
     assert first == {"name": "a", "date": "2026-11-20", "attributes": {"k": "v"}, "n": 1}
     assert json.loads(lines[1])["date"] is None
+    assert json.loads(lines[1])["attributes"] == {}  # an empty map is an object too
 
 
 def test_csv_quotes_and_round_trips() -> None:
