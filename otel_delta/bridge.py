@@ -149,7 +149,8 @@ class Bridge:
                 Check(
                     "wal",
                     not full,
-                    f"{self.wal.disk_bytes} of {self.wal.max_bytes} bytes await commits",
+                    f"{self.wal.disk_bytes} of {self.wal.max_bytes} bytes on disk "
+                    f"({self.wal.pending_records} records await their commits)",
                 )
             )
         if self.buffer is not None:

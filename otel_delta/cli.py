@@ -47,7 +47,7 @@ async def serve(settings: Settings) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     bridge = Bridge(settings)
-    port = await bridge.start()
+    await bridge.start()
     assert bridge.grpc is not None
     doors = [f"{bridge.grpc.endpoint} (OTLP/gRPC)"]
     if bridge.http is not None:
@@ -61,7 +61,7 @@ async def serve(settings: Settings) -> None:
         settings.deltalake.resolved_table_path(),
     )
     await stop.wait()
-    log.info("stopping: committing buffered telemetry (port %d)", port)
+    log.info("stopping: committing buffered telemetry")
     await bridge.stop()
 
 
@@ -74,7 +74,7 @@ def _add_config(parser: argparse.ArgumentParser) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="otel-delta", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    serve_cmd = commands.add_parser("serve", help="run the OTLP/gRPC → Delta bridge")
+    serve_cmd = commands.add_parser("serve", help="run the OTLP (gRPC and HTTP) → Delta bridge")
     _add_config(serve_cmd)
     serve_cmd.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
     add_commands(commands, _add_config)

@@ -63,7 +63,7 @@ class Section(BaseModel):
 def _check_host_port(value: str) -> str:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected HOST:PORT, got {value!r}")
+        raise ValueError("expected HOST:PORT")
     return value
 
 

@@ -64,7 +64,7 @@ def _drop_out_of_range(table: pa.Table) -> tuple[pa.Table, int]:
 def _with_rejections(rejected: Rejections, count: int) -> Rejections:
     updated = Rejections(rejected.count, list(rejected.messages))
     updated.count += count
-    updated.note(f"{count} item(s): {OUT_OF_RANGE}")
+    updated.note(OUT_OF_RANGE)
     return updated
 
 
