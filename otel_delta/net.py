@@ -3,6 +3,7 @@ HOST:PORT, with one clear line when it cannot."""
 
 from __future__ import annotations
 
+import socket
 import ssl
 from typing import Any
 
@@ -11,10 +12,29 @@ from aiohttp import web
 from otel_delta.errors import ConfigError
 
 
+def _probe(endpoint: str, key: str) -> None:
+    """ConfigError if `endpoint` cannot be bound (in use, not this host's address): found by a
+    socket of our own first, because gRPC's core prints a line of its own on stderr before it
+    fails, and a bad config should get one line."""
+    host, _, port = endpoint.rpartition(":")
+    if int(port) == 0:
+        return
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host.strip("[]"), int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+            probe.bind(address)
+    except OSError as exc:
+        raise ConfigError(f"{key}: cannot listen on {endpoint} ({exc.strerror})") from None
+
+
 def bind(server: Any, endpoint: str, key: str, credentials: Any = None) -> int:
     """Bind `server` (grpc or grpc.aio) to `endpoint`, with TLS when `credentials` are given;
     returns the port (useful with port 0). `key` names the setting (e.g.
     `receiver.grpc_endpoint`) in the ConfigError."""
+    _probe(endpoint, key)
     try:
         if credentials is None:
             port = server.add_insecure_port(endpoint)

@@ -101,7 +101,9 @@ def test_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
         )
         result = run_serve(config)
         assert result.returncode == 2
-        assert "receiver.grpc_endpoint" in result.stderr and "Traceback" not in result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "receiver.grpc_endpoint" in lines[0], result.stderr
+        assert "address already in use" in lines[0].lower()
     finally:
         first.send_signal(signal.SIGINT)
         assert first.wait(timeout=30) == 0
