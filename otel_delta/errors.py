@@ -152,8 +152,10 @@ class InvalidQueryError(InvalidPredicateError):
 class VersionNotFoundError(OtelDeltaError):
     """Time travel to a version or timestamp the table does not have (or has vacuumed)."""
 
-    def __init__(self, table: str, target: str) -> None:
-        super().__init__(f"table {table!r} has no version {target}")
+    def __init__(self, table: str, target: str, reason: str = "") -> None:
+        super().__init__(
+            f"table {table!r} has no version {target}" + (f": {reason}" if reason else "")
+        )
         self.table = table
         self.target = target
 

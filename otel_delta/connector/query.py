@@ -7,6 +7,7 @@ only files that may hold a matching row are read, then the predicate filters row
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ from otel_delta.connector.predicates import Predicate, conjunction, parse_predic
 from otel_delta.connector.pruning import FileStats, file_stats, may_match, partition_match
 from otel_delta.connector.results import QueryResult, ScanStats
 from otel_delta.connector.scan import RowGroupPlan, files_dataset, plan_row_groups, read_batches
-from otel_delta.errors import InvalidQueryError, MissingDependencyError
+from otel_delta.errors import InvalidQueryError, MissingDependencyError, VersionNotFoundError
 
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
@@ -81,14 +82,19 @@ class Query:
         return self
 
     def version(self, n: int) -> Query:
-        """Time travel to table version `n`."""
+        """Time travel to table version `n` (not with `as_of`: one or the other)."""
+        if self._as_of is not None:
+            raise InvalidQueryError("a query time-travels by version or by as_of, not both")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise InvalidQueryError(f"version must be a non-negative integer, got {n!r}")
         self._version, self._as_of = n, None
         return self
 
     def as_of(self, timestamp: datetime | str) -> Query:
-        """Time travel to the latest version committed at or before `timestamp` (UTC if naive)."""
+        """Time travel to the latest version committed at or before `timestamp` (UTC if naive;
+        not with `version`: one or the other)."""
+        if self._version is not None:
+            raise InvalidQueryError("a query time-travels by version or by as_of, not both")
         self._as_of, self._version = parse_timestamp(timestamp), None
         return self
 
@@ -146,10 +152,29 @@ class Query:
         )
         return dataset, plan, stats
 
+    @contextlib.contextmanager
+    def _files_kept(self) -> Iterator[None]:
+        """A data file of a past version that is gone was vacuumed: that version cannot be
+        read any more (VersionNotFoundError, not the file system's error)."""
+        try:
+            yield
+        except FileNotFoundError as exc:
+            if self._version is None and self._as_of is None:
+                raise
+            target = (
+                str(self._version)
+                if self._version is not None
+                else f"at or before {self._as_of.isoformat()}"  # type: ignore[union-attr]
+            )
+            raise VersionNotFoundError(
+                self._table.name, target, "its data files were removed by vacuum"
+            ) from exc
+
     def explain(self) -> ScanStats:
         """Which files and row groups the scan would read (opens only the Parquet footers)."""
-        delta, files, stats = self._plan()
-        return self._row_groups(delta, files, stats)[2]
+        with self._files_kept():
+            delta, files, stats = self._plan()
+            return self._row_groups(delta, files, stats)[2]
 
     def _scan_columns(self) -> list[str]:
         """Result columns plus those the row filter and the sort need."""
@@ -200,6 +225,10 @@ class Query:
     @measured("query")
     def execute(self) -> QueryResult:
         """Read: the rows plus the scan statistics."""
+        with self._files_kept():
+            return self._execute()
+
+    def _execute(self) -> QueryResult:
         delta, files, stats = self._plan()
         dataset, plan, stats = self._row_groups(delta, files, stats)
         batches = self._filtered_batches(dataset, plan, DEFAULT_BATCH_SIZE)
@@ -222,9 +251,10 @@ class Query:
         if self._order_by:
             yield from self.execute().table.to_batches(batch_size)
             return
-        delta, files, stats = self._plan()
-        dataset, plan, _ = self._row_groups(delta, files, stats)
-        yield from self._limited(self._filtered_batches(dataset, plan, batch_size))
+        with self._files_kept():
+            delta, files, stats = self._plan()
+            dataset, plan, _ = self._row_groups(delta, files, stats)
+            yield from self._limited(self._filtered_batches(dataset, plan, batch_size))
 
     def schema(self) -> pa.Schema:
         """The schema the result will have (for streaming headers)."""

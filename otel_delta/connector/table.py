@@ -43,6 +43,7 @@ from otel_delta.connector.results import (
     VacuumResult,
 )
 from otel_delta.engines import Engine, EngineName, commit_log
+from otel_delta.engines.base import duplicate_source_rows
 from otel_delta.engines.data_files import table_filesystem
 from otel_delta.errors import (
     CommitError,
@@ -257,9 +258,17 @@ class Table:
         if data.num_rows == 0:
             return UpsertResult(0, 0, dropped, self.version(), chosen.name)
         condition = upsert_ops.merge_condition(keys, data, chosen.dialect, partitions)
-        inserted, updated = self._retrying(
-            "upsert", chosen, lambda: chosen.merge(self.name, data, condition)
-        )
+        try:
+            inserted, updated = self._retrying(
+                "upsert", chosen, lambda: chosen.merge(self.name, data, condition)
+            )
+        except Exception as exc:
+            if not duplicate_source_rows(exc):
+                raise
+            raise InvalidQueryError(
+                f"several records share a merge key {list(keys)} with one row of the table; "
+                "upsert with dedupe=True keeps the last of them"
+            ) from exc
         return UpsertResult(inserted, updated, dropped, self.version(), chosen.name)
 
     @measured("insert")
@@ -554,7 +563,11 @@ class Table:
         return self.query().filter(predicate).order_by("start_time_unix_nano", "span_id")
 
     def history(self, limit: int | None = None) -> list[HistoryEntry]:
-        """Commits, newest first."""
+        """Commits, newest first (at most `limit`)."""
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            raise InvalidQueryError(f"limit must be a positive integer, got {limit!r}")
         entries = []
         for commit in self._history(limit):
             metrics = commit.get("operationMetrics") or recorded_metrics(commit)
@@ -618,6 +631,10 @@ class Table:
     ) -> OptimizeResult:
         """Compact small files (and Z-order by columns); `where` may only name partition
         columns. A dataChange=false commit: concurrent appends are not disturbed."""
+        if target_size is not None and (
+            isinstance(target_size, bool) or not isinstance(target_size, int) or target_size < 1
+        ):
+            raise InvalidQueryError(f"target_size must be a positive integer, got {target_size!r}")
         chosen = self._engine(engine)
         delta = self.delta()
         schema = pa.schema(delta.schema().to_arrow())
@@ -688,13 +705,21 @@ class Table:
             assert timestamp is not None
             restored_to = self.delta_as_of(timestamp).version()
             target = restored_to  # by version: the engines' own time lookup has the same flaw
+        current = self.version()
+        if restored_to == current:  # the table is that version's state already: no commit
+            return RestoreResult(
+                version=current, restored_to=current, files_added=0, files_removed=0
+            )
+        self.delta(restored_to)  # VersionNotFoundError if its log entry is gone
         chosen = self._engine(engine)
         try:
             added, removed = self._retrying(
                 "restore", chosen, lambda: chosen.restore(self.name, target)
             )
         except DeltaError as exc:
-            raise VersionNotFoundError(self.name, str(target)) from exc
+            raise VersionNotFoundError(
+                self.name, str(target), "its data files were removed by vacuum"
+            ) from exc
         return RestoreResult(
             version=self.version(),
             restored_to=restored_to,

@@ -34,6 +34,19 @@ REJECTED_ROWS_MARKERS = (
 )
 
 
+# how the engines say a merge's source held two rows for one target row (dedupe off)
+DUPLICATE_SOURCE_MARKERS = (
+    "multiple source rows",  # delta-rs
+    "MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW",  # delta-spark
+)
+
+
+def duplicate_source_rows(error: BaseException) -> bool:
+    """Did a merge fail because several source rows matched one target row?"""
+    text = f"{type(error).__name__}: {error}"
+    return any(marker in text for marker in DUPLICATE_SOURCE_MARKERS)
+
+
 def rows_rejected(error: BaseException) -> bool:
     """Did the table refuse the rows themselves (so the same commit can never succeed)?"""
     if isinstance(error, RowsRejectedError):

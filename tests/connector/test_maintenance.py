@@ -242,3 +242,42 @@ def test_checkpoint_and_log_cleanup(spans, lake_path) -> None:
     assert not (log_dir / f"{0:020d}.json").exists()
     assert spans.query().count() == data.TOTAL_SPANS + 4
     assert spans.version() == latest
+
+
+def test_a_vacuumed_version_is_a_version_not_found(spans, lake_path) -> None:
+    """Time travel to a version whose files vacuum removed: VersionNotFoundError saying so, from
+    a query, a stream of batches and a restore, not the file system's error."""
+    version = spans.version()
+    spans.delete("service_name = 'checkout'")  # its files are no longer referenced
+    spans.vacuum(retention_hours=0)
+    assert version in [entry.version for entry in spans.history()]  # the log still has it
+    for read in (
+        lambda: spans.query().version(version).count(),
+        lambda: list(spans.query().version(version).to_batches()),
+    ):
+        with pytest.raises(VersionNotFoundError, match="removed by vacuum"):
+            read()
+    with pytest.raises(VersionNotFoundError, match="removed by vacuum"):
+        spans.restore(version)
+    assert spans.query().version(version + 1).count() > 0  # what is still referenced reads
+
+
+def test_restoring_the_current_version_changes_nothing(spans) -> None:
+    version = spans.version()
+    for result in (spans.restore(version), spans.restore(timestamp=datetime.now(UTC))):
+        assert (result.version, result.restored_to) == (version, version)
+        assert (result.files_added, result.files_removed) == (0, 0)
+    assert spans.version() == version  # no commit
+
+
+def test_arguments_out_of_range_are_invalid_queries(spans) -> None:
+    for bad in (0, -1, "a", True):
+        with pytest.raises(InvalidQueryError, match="limit"):
+            spans.history(bad)
+    for bad in (0, -1, "big"):
+        with pytest.raises(InvalidQueryError, match="target_size"):
+            spans.optimize(target_size=bad)
+    with pytest.raises(InvalidQueryError, match="not both"):
+        spans.query().version(1).as_of(datetime.now(UTC))
+    with pytest.raises(InvalidQueryError, match="not both"):
+        spans.query().as_of(datetime.now(UTC)).version(1)

@@ -9,6 +9,7 @@ import pytest
 from otel_delta.connector import DeltaConfig, DeltaLakeConnector
 from otel_delta.errors import (
     InvalidPredicateError,
+    InvalidQueryError,
     InvalidRequestError,
     OperationDisabledError,
     SchemaMismatchError,
@@ -40,6 +41,15 @@ def test_upsert_dicts_counts_updates_inserts_and_batch_duplicates(spans) -> None
     assert got[0]["attributes"] == existing["attributes"]  # the whole row was replaced as given
     assert spans.query().filter("span_id = 'ffffffffffffffff'").count() == 1
     assert spans.history(1)[0].operation == "MERGE"
+
+
+def test_upsert_without_dedupe_of_two_records_for_one_row_is_an_invalid_query(spans) -> None:
+    existing = one_span(spans, data.trace_id("cart", data.DAYS[0], 0, 0).hex())
+    version = spans.version()
+    twice = [{**existing, "name": "one"}, {**existing, "name": "two"}]
+    with pytest.raises(InvalidQueryError, match="dedupe=True"):
+        spans.upsert(twice, dedupe=False)
+    assert spans.version() == version
 
 
 def test_upsert_otlp_request_is_idempotent(spans) -> None:
