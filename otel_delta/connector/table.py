@@ -204,21 +204,30 @@ class Table:
 
     # --- writes ----------------------------------------------------------------------------
 
-    def _records(self, records: Records) -> pa.Table:
+    def _records(self, records: Records) -> tuple[pa.Table, list[pa.Field]]:
+        """The records in the table's schema plus the columns they would add to it, and those
+        columns: added by `_conformed` once the operation's own checks have passed, so a
+        refused call leaves the table's schema as it was."""
         schema = self.schema
         data = upsert_ops.to_arrow(records, self.name, schema)
-        new = [n for n in data.column_names if n not in schema.names]
-        if new:
-            if not self._settings.schema_.auto_evolution:
-                raise SchemaMismatchError(
-                    f"records have new column(s) {new} and deltalake.schema.auto_evolution is off",
-                    expected=str(schema.names),
-                    actual=str(data.column_names),
-                )
-            self.update_schema([data.schema.field(n) for n in new])
-            schema = self.schema
+        new = [data.schema.field(n) for n in data.column_names if n not in schema.names]
+        if new and not self._settings.schema_.auto_evolution:
+            raise SchemaMismatchError(
+                f"records have new column(s) {[f.name for f in new]} and "
+                "deltalake.schema.auto_evolution is off",
+                expected=str(schema.names),
+                actual=str(data.column_names),
+            )
+        target = pa.schema([*schema, *new])
         # a table of an older schema version: its retired columns computed (tables/versions.py)
-        return upsert_ops.conform(versions.conform(self.name, schema, data), schema)
+        return upsert_ops.conform(versions.conform(self.name, target, data), target), new
+
+    def _conformed(self, data: pa.Table, new: list[pa.Field]) -> pa.Table:
+        """`data` in the table's schema, once its `new` columns are added (schema evolution)."""
+        if not new:
+            return data
+        self.update_schema(new)
+        return upsert_ops.conform(data, self.schema)
 
     @measured("upsert")
     def upsert(
@@ -242,15 +251,16 @@ class Table:
         """
         self._allowed("upsert")
         scope = self.partition(partition_path) if partition_path is not None else None
-        data = self._records(records)
+        data, new = self._records(records)
+        partitions = self.delta().metadata().partition_columns
+        keys = upsert_ops.merge_keys(self.name, data.schema, merge_key, partitions)
         if scope is not None:
             outside = data.num_rows - data.filter(scope.to_arrow()).num_rows
             if outside:
                 raise InvalidQueryError(
                     f"{outside} of {data.num_rows} record(s) are not in partition {partition_path}"
                 )
-        partitions = self.delta().metadata().partition_columns
-        keys = upsert_ops.merge_keys(self.name, data.schema, merge_key, partitions)
+        data = self._conformed(data, new)
         dropped = 0
         if dedupe:
             data, dropped = upsert_ops.dedupe(data, keys)
@@ -275,7 +285,7 @@ class Table:
     def bulk_insert(self, records: Records, *, engine: EngineName | None = None) -> InsertResult:
         """Append records as one commit (no key check), exactly as the bridge does."""
         self._allowed("bulk_insert")
-        data = self._records(records)
+        data = self._conformed(*self._records(records))
         chosen = self._engine(engine, data.num_rows)
         if data.num_rows == 0:
             return InsertResult(0, self.version(), chosen.name)

@@ -52,6 +52,22 @@ def test_upsert_without_dedupe_of_two_records_for_one_row_is_an_invalid_query(sp
     assert spans.version() == version
 
 
+def test_a_refused_upsert_leaves_the_schema_as_it_was(lake, spans) -> None:
+    gauge = lake.get_or_create_table("metrics_gauge")
+    existing = one_span(spans, data.trace_id("cart", data.DAYS[0], 0, 0).hex())
+    before = {name: table.schema.names for name, table in (("g", gauge), ("s", spans))}
+    with pytest.raises(SchemaMismatchError, match="no default merge key"):
+        gauge.upsert([{"name": "m", "value_double": 1.0}])  # `name` would be a new column
+    with pytest.raises(SchemaMismatchError, match="merge key"):
+        spans.upsert({**existing, "nam": "x"}, merge_key=["nope"])
+    with pytest.raises(InvalidQueryError, match="not in partition"):
+        spans.upsert(
+            {**existing, "extra": "x"},
+            partition_path=f"service_name=checkout/date={existing['date']}",
+        )
+    assert {"g": gauge.schema.names, "s": spans.schema.names} == before
+
+
 def test_upsert_otlp_request_is_idempotent(spans) -> None:
     request = data.spans_request("checkout", data.DAYS[1], 1)
     rows_before = spans.query().count()
