@@ -220,7 +220,8 @@ class Table:
             )
         target = pa.schema([*schema, *new])
         # a table of an older schema version: its retired columns computed (tables/versions.py)
-        return upsert_ops.conform(versions.conform(self.name, target, data), target), new
+        data = upsert_ops.conform(versions.conform(self.name, target, data), target)
+        return upsert_ops.complete(self.name, data), new
 
     def _conformed(self, data: pa.Table, new: list[pa.Field]) -> pa.Table:
         """`data` in the table's schema, once its `new` columns are added (schema evolution)."""

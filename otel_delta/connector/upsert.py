@@ -10,6 +10,8 @@ import pyarrow.compute as pc
 from google.protobuf.message import Message
 
 from otel_delta.connector.predicates import sql_literal
+from otel_delta.convert.columns import NANOS_PER_DAY
+from otel_delta.convert.context import UNKNOWN_SERVICE
 from otel_delta.errors import InvalidRequestError, SchemaMismatchError
 from otel_delta.signals import signal_of_request
 from otel_delta.sql import Dialect, quote_identifier
@@ -22,6 +24,15 @@ DEFAULT_MERGE_KEYS: dict[str, tuple[str, ...]] = {
     "logs": ("time_unix_nano", "observed_time_unix_nano", "trace_id", "span_id", "body"),
 }
 MAX_PRUNING_VALUES = 1000  # above this many distinct partition values, let the engine prune
+# Per table: the nanosecond times a row's TIMESTAMP column and `date` come from, first set
+# first (a log record's time, else its observed time, as the converter has it), and that column
+SQL_TIME: dict[str, tuple[tuple[str, ...], str]] = {
+    "spans": (("start_time_unix_nano",), "start_time"),
+    "logs": (("time_unix_nano", "observed_time_unix_nano"), "time"),
+    **{name: (("time_unix_nano",), "time") for name in TABLES if name.startswith("metrics_")},
+}
+# ids a span must have, as the tables hold them: lowercase hex of 16 and 8 bytes
+SPAN_IDS = {"trace_id": 32, "span_id": 16}
 
 
 def otlp_to_arrow(table_name: str, request: Message) -> pa.Table:
@@ -99,6 +110,55 @@ def _from_dicts(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
                 f"new column {name}: cannot infer one type", expected="one type", actual=str(exc)
             ) from None
     return pa.table(columns)
+
+
+def complete(table_name: str, data: pa.Table) -> pa.Table:
+    """Records (in the table's schema) as the bridge would have written them, where they left
+    out what it derives: `service_name` from the resource's `service.name` (else
+    unknown_service), the TIMESTAMP column and `date` from the row's nanosecond time. Refused
+    (InvalidRequestError): rows with no time to place them by, spans without valid ids."""
+    if table_name not in SQL_TIME or data.num_rows == 0:
+        return data
+    names, sql_time = SQL_TIME[table_name]
+    nanos = data.column(names[0])
+    for name in names[1:]:  # an unset time (0 or null) falls back to the next
+        unset = pa.scalar(None, nanos.type)
+        nanos = pc.coalesce(pc.if_else(pc.equal(nanos, 0), unset, nanos), data.column(name))
+    missing = nanos.null_count
+    if missing:
+        raise InvalidRequestError(
+            f"{missing} of {data.num_rows} record(s) have no {' or '.join(names)} "
+            f"to place them by (their {sql_time} and date)"
+        )
+    if table_name == "spans":
+        for column, digits in SPAN_IDS.items():
+            pattern = f"^[0-9a-f]{{{digits}}}$"
+            valid = pc.fill_null(pc.match_substring_regex(data.column(column), pattern), False)
+            bad = data.num_rows - pc.sum(valid).as_py()
+            if bad:
+                raise InvalidRequestError(
+                    f"{bad} of {data.num_rows} span(s) have no valid {column} "
+                    f"(lowercase hex, {digits} digits)"
+                )
+    derived = {
+        sql_time: pc.cast(pc.divide(nanos, 1000), pa.int64()).cast(
+            data.schema.field(sql_time).type
+        ),
+        "date": pc.cast(
+            pc.cast(pc.divide(nanos, NANOS_PER_DAY), pa.int32()), data.schema.field("date").type
+        ),
+        "service_name": pc.fill_null(
+            pc.map_lookup(data.column("resource_attributes"), "service.name", "first"),
+            UNKNOWN_SERVICE,
+        ),
+    }
+    for name, values in derived.items():
+        if name in data.column_names:
+            at = data.schema.get_field_index(name)
+            data = data.set_column(
+                at, data.schema.field(name), pc.coalesce(data.column(name), values)
+            )
+    return data
 
 
 def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -57,7 +57,7 @@ def test_a_refused_upsert_leaves_the_schema_as_it_was(lake, spans) -> None:
     existing = one_span(spans, data.trace_id("cart", data.DAYS[0], 0, 0).hex())
     before = {name: table.schema.names for name, table in (("g", gauge), ("s", spans))}
     with pytest.raises(SchemaMismatchError, match="no default merge key"):
-        gauge.upsert([{"name": "m", "value_double": 1.0}])  # `name` would be a new column
+        gauge.upsert([{"name": "m", "value_double": 1.0, "time_unix_nano": 1}])  # `name`: new
     with pytest.raises(SchemaMismatchError, match="merge key"):
         spans.upsert({**existing, "nam": "x"}, merge_key=["nope"])
     with pytest.raises(InvalidQueryError, match="not in partition"):
@@ -66,6 +66,32 @@ def test_a_refused_upsert_leaves_the_schema_as_it_was(lake, spans) -> None:
             partition_path=f"service_name=checkout/date={existing['date']}",
         )
     assert {"g": gauge.schema.names, "s": spans.schema.names} == before
+
+
+def test_records_get_what_the_bridge_derives_and_spans_need_ids(spans) -> None:
+    """A dict without `service_name`, `date` or `start_time` gets them from its resource and
+    its nanosecond time, as the bridge's converter would; so an upsert of such a dict updates
+    the row the bridge wrote instead of inserting a second one beside it."""
+    existing = one_span(spans, data.trace_id("cart", data.DAYS[0], 0, 0).hex())
+    given = {k: v for k, v in existing.items() if k not in ("service_name", "date", "start_time")}
+    result = spans.upsert({**given, "name": "renamed"})
+    assert (result.inserted, result.updated) == (0, 1)
+    (row,) = spans.query().filter(f"span_id = '{existing['span_id']}'").to_pylist()
+    assert row == {**existing, "name": "renamed"}
+
+    rows_before = spans.query().count()
+    bad = [
+        ({"name": "no time", "trace_id": "1" * 32, "span_id": "1" * 16}, "start_time_unix_nano"),
+        ({**given, "trace_id": None}, "trace_id"),
+        ({**given, "trace_id": "1"}, "trace_id"),
+        ({**given, "span_id": "X" * 16}, "span_id"),
+    ]
+    for record, named in bad:
+        with pytest.raises(InvalidRequestError, match=named):
+            spans.bulk_insert(record)
+    with pytest.raises(InvalidRequestError, match="trace_id"):
+        spans.bulk_insert(pa.table({"trace_id": [1, 2], "start_time_unix_nano": [5, 6]}))
+    assert spans.query().count() == rows_before
 
 
 def test_upsert_otlp_request_is_idempotent(spans) -> None:
