@@ -115,21 +115,11 @@ def _from_dicts(rows: list[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
 def complete(table_name: str, data: pa.Table) -> pa.Table:
     """Records (in the table's schema) as the bridge would have written them, where they left
     out what it derives: `service_name` from the resource's `service.name` (else
-    unknown_service), the TIMESTAMP column and `date` from the row's nanosecond time. Refused
-    (InvalidRequestError): rows with no time to place them by, spans without valid ids."""
+    unknown_service), `date` and the TIMESTAMP column from the row's nanosecond time. Refused
+    (InvalidRequestError): rows with neither a date nor a time to derive it from, spans
+    without valid ids."""
     if table_name not in SQL_TIME or data.num_rows == 0:
         return data
-    names, sql_time = SQL_TIME[table_name]
-    nanos = data.column(names[0])
-    for name in names[1:]:  # an unset time (0 or null) falls back to the next
-        unset = pa.scalar(None, nanos.type)
-        nanos = pc.coalesce(pc.if_else(pc.equal(nanos, 0), unset, nanos), data.column(name))
-    missing = nanos.null_count
-    if missing:
-        raise InvalidRequestError(
-            f"{missing} of {data.num_rows} record(s) have no {' or '.join(names)} "
-            f"to place them by (their {sql_time} and date)"
-        )
     if table_name == "spans":
         for column, digits in SPAN_IDS.items():
             pattern = f"^[0-9a-f]{{{digits}}}$"
@@ -140,6 +130,11 @@ def complete(table_name: str, data: pa.Table) -> pa.Table:
                     f"{bad} of {data.num_rows} span(s) have no valid {column} "
                     f"(lowercase hex, {digits} digits)"
                 )
+    names, sql_time = SQL_TIME[table_name]
+    nanos = data.column(names[0])
+    for name in names[1:]:  # an unset time (0 or null) falls back to the next
+        unset = pa.scalar(None, nanos.type)
+        nanos = pc.coalesce(pc.if_else(pc.equal(nanos, 0), unset, nanos), data.column(name))
     derived = {
         sql_time: pc.cast(pc.divide(nanos, 1000), pa.int64()).cast(
             data.schema.field(sql_time).type
@@ -153,11 +148,13 @@ def complete(table_name: str, data: pa.Table) -> pa.Table:
         ),
     }
     for name, values in derived.items():
-        if name in data.column_names:
-            at = data.schema.get_field_index(name)
-            data = data.set_column(
-                at, data.schema.field(name), pc.coalesce(data.column(name), values)
-            )
+        at = data.schema.get_field_index(name)
+        data = data.set_column(at, data.schema.field(name), pc.coalesce(data.column(name), values))
+    if undated := data.column("date").null_count:
+        raise InvalidRequestError(
+            f"{undated} of {data.num_rows} record(s) have no date, nor a "
+            f"{' or '.join(names)} to derive it from"
+        )
     return data
 
 

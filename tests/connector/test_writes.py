@@ -81,7 +81,7 @@ def test_records_get_what_the_bridge_derives_and_spans_need_ids(spans) -> None:
 
     rows_before = spans.query().count()
     bad = [
-        ({"name": "no time", "trace_id": "1" * 32, "span_id": "1" * 16}, "start_time_unix_nano"),
+        ({"name": "no time", "trace_id": "1" * 32, "span_id": "1" * 16}, "no date"),
         ({**given, "trace_id": None}, "trace_id"),
         ({**given, "trace_id": "1"}, "trace_id"),
         ({**given, "span_id": "X" * 16}, "span_id"),
