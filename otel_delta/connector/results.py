@@ -37,7 +37,7 @@ class DeleteResult:
     version: int
     engine: str
     hard: bool = False  # a hard delete: the files that held the rows are gone too
-    files_purged: int = 0  # data files physically removed (hard delete)
+    files_purged: int = 0  # data files physically removed (hard delete), not already gone
     log_entries_removed: int = 0  # log entries, checkpoints, change data files (hard delete)
 
 
@@ -132,7 +132,9 @@ class OptimizeResult:
 
 @dataclass(frozen=True)
 class VacuumResult:
-    """Data files removed (or, with dry_run, that would be), relative to the table root."""
+    """Data files removed (or, with dry_run, that would be), relative to the table root: only
+    files that were there (a removed file's tombstone outlives the file an earlier vacuum
+    deleted, and is not listed again)."""
 
     files: list[str]
     dry_run: bool
