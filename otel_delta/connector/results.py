@@ -156,10 +156,11 @@ class RestoreResult:
 
 @dataclass(frozen=True)
 class RedactResult:
-    """What one redaction did: rows rewritten, partitions rewritten, files purged."""
+    """What one redaction did: rows rewritten, partitions rewritten, files purged (all 0, and
+    the version unchanged, when no row changed: then nothing is rewritten or purged)."""
 
-    rows_affected: int
-    partitions_rewritten: int
+    rows_affected: int  # rows where something changed (not those an earlier run redacted)
+    partitions_rewritten: int  # partitions with a changed row
     version: int  # the version every reader starts from after the purge
-    files_purged: int
+    files_purged: int  # data files that were there and went (not those already gone)
     log_entries_removed: int
