@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 
 PREFIX = "hmac-sha256:"
+# What `keyed_hash` writes, and nothing looser: redaction leaves such text as it is, so that
+# hashing twice gives what hashing once gave (a hash of a hash would break joins on it)
+KEYED_HASH = re.compile(re.escape(PREFIX) + "[0-9a-f]{64}")
 
 
 def keyed_hash(value: str, key: bytes) -> str:
@@ -18,3 +22,8 @@ def keyed_hash(value: str, key: bytes) -> str:
     if not key:
         raise ValueError("a keyed hash needs a non-empty key")
     return PREFIX + hmac.new(key, value.encode(), hashlib.sha256).hexdigest()
+
+
+def is_keyed_hash(text: str) -> bool:
+    """Is `text` exactly of the form `keyed_hash` writes (`hmac-sha256:` + 64 lowercase hex)?"""
+    return KEYED_HASH.fullmatch(text) is not None

@@ -128,6 +128,17 @@ def table_exists(table_path: Path, name: str) -> bool:
     return DeltaTable.is_deltatable(str(table_path / name))
 
 
+def data_files(table: Path) -> set[str]:
+    """The Parquet data files on disk under a local table, relative to it (not the log's
+    checkpoints, nor `_change_data`): what a vacuum or a purge really removed is the
+    difference of two of these sets."""
+    return {
+        str(path.relative_to(table))
+        for path in table.rglob("*.parquet")
+        if not path.relative_to(table).parts[0].startswith("_")
+    }
+
+
 class ServeProcess:
     """`otel-delta serve --config FILE` as a user starts it; stderr is drained on a thread
     (kept in `lines`) so a chatty server never blocks on a full pipe."""

@@ -6,7 +6,9 @@ and the log keeps per-file min/max statistics of earlier commits (span ids, body
 the change data feed keeps `_change_data` files. After the delete, `purge` therefore
 
 1. vacuums every tombstoned file at once (retention 0). Only files some commit removed are
-   touched, never a file another writer has written but not committed yet;
+   touched, never a file another writer has written but not committed yet; only those still
+   there count (engines/vacuum.py: delta-rs lists the files of tombstones that an earlier
+   vacuum or purge deleted until the tombstones expire);
 2. writes a checkpoint of the current version (readers then start there);
 3. deletes every log entry and checkpoint older than that version, and every `_change_data`
    file, so that no earlier version can be loaded and no file under the table holds the rows.
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
+from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import InvalidQueryError
 from otel_delta.lakehouse import Lakehouse
 
@@ -31,7 +34,7 @@ LOG_ENTRY = re.compile(r"^(\d{20})\.")  # 00000000000000000042.json / .checkpoin
 
 @dataclass(frozen=True)
 class Purge:
-    files_purged: int  # data files physically removed
+    files_purged: int  # data files physically removed (not those already gone)
     log_entries_removed: int  # log entries, older checkpoints and change data files
     version: int  # the version every reader now starts from
 
@@ -53,12 +56,7 @@ def purge(lakehouse: Lakehouse, name: str) -> Purge:
     """Physically remove what the table's current version no longer holds (see above)."""
     uri = lakehouse.uri(name)
     table = DeltaTable(uri, storage_options=lakehouse.storage)
-    vacuumed = table.vacuum(
-        retention_hours=0,
-        dry_run=False,
-        enforce_retention_duration=False,
-        commit_properties=lakehouse.commit_properties(),
-    )
+    vacuumed = vacuum_files(lakehouse, name, table, retention_hours=0, dry_run=False)
     table = DeltaTable(uri, storage_options=lakehouse.storage)
     table.create_checkpoint()
     version = table.version()

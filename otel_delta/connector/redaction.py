@@ -9,7 +9,10 @@ Two kinds of target:
 
 Three modes: `hash` replaces a value (or a match) by its keyed hash, so equal values stay equal
 and joins still work; `mask` by `MASK`; `drop` removes the attribute (or the matched text).
-The functions here work on rows as Python dicts; `Table.redact` picks the rows, writes them
+Redacting again changes nothing: in `hash` mode a value (or text inside a value) already of the
+form the keyed hash writes is kept as it is, so equal values stay equal however often a
+redaction runs, and a row counts as affected only if something in it changed. The functions
+here work on rows as Python dicts; `Table.redact` picks the rows, writes them
 back partition by partition, and purges the old files like a hard delete.
 """
 
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from otel_delta.errors import InvalidQueryError
+from otel_delta.privacy import KEYED_HASH, is_keyed_hash
 
 Mode = Literal["hash", "mask", "drop"]
 MODES: tuple[Mode, ...] = ("hash", "mask", "drop")
@@ -39,18 +43,33 @@ class Redaction:
     hash_text: Callable[[str], str] | None
 
     def replacement(self, value: str) -> str | None:
-        """The new text of a whole value (None: drop it)."""
+        """The new text of a whole value (None: drop it). An earlier run's keyed hash stays
+        as it is: hashed again, it would no longer equal the hash of the same value."""
         if self.mode == "drop":
             return None
         if self.mode == "mask":
             return MASK
         assert self.hash_text is not None
-        return self.hash_text(value)
+        return value if is_keyed_hash(value) else self.hash_text(value)
 
     def in_text(self, text: str) -> str:
-        """`text` with every match of the pattern replaced."""
+        """`text` with every match of the pattern replaced. In hash mode the keyed hashes an
+        earlier run wrote into it are kept whole and the pattern is applied between them: a
+        pattern for hex digits would otherwise find them inside those hashes."""
         assert self.pattern is not None
-        return self.pattern.sub(lambda m: self.replacement(m.group(0)) or "", text)
+        pattern = self.pattern
+
+        def replaced(piece: str) -> str:
+            return pattern.sub(lambda m: self.replacement(m.group(0)) or "", piece)
+
+        if self.mode != "hash":
+            return replaced(text)
+        pieces, start = [], 0
+        for hashed in KEYED_HASH.finditer(text):
+            pieces += [replaced(text[start : hashed.start()]), hashed.group(0)]
+            start = hashed.end()
+        pieces.append(replaced(text[start:]))
+        return "".join(pieces)
 
     def describe(self) -> str:
         target = f"attribute {self.attribute!r}" if self.attribute else "pattern (hashed)"
@@ -122,7 +141,8 @@ def _redact_map(
                 new.append((key, replaced))
         # the exact-type entry holds the value as typed JSON: it goes in every mode
         kept = None if types is None else [(k, v) for k, v in types if k != how.attribute]
-        return new, kept, True
+        # unchanged when an earlier run already redacted it (hash, mask): not an affected row
+        return new, kept, new != pairs or kept != types
     new = [(k, how.in_text(v) if v is not None else v) for k, v in pairs]
     new_types = None if types is None else [(k, how.in_text(v)) for k, v in types]
     return new, new_types, new != pairs or new_types != types

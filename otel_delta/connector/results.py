@@ -37,7 +37,7 @@ class DeleteResult:
     version: int
     engine: str
     hard: bool = False  # a hard delete: the files that held the rows are gone too
-    files_purged: int = 0  # data files physically removed (hard delete)
+    files_purged: int = 0  # data files physically removed (hard delete), not already gone
     log_entries_removed: int = 0  # log entries, checkpoints, change data files (hard delete)
 
 
@@ -132,7 +132,9 @@ class OptimizeResult:
 
 @dataclass(frozen=True)
 class VacuumResult:
-    """Data files removed (or, with dry_run, that would be), relative to the table root."""
+    """Data files removed (or, with dry_run, that would be), relative to the table root: only
+    files that were there (a removed file's tombstone outlives the file an earlier vacuum
+    deleted, and is not listed again)."""
 
     files: list[str]
     dry_run: bool
@@ -154,10 +156,11 @@ class RestoreResult:
 
 @dataclass(frozen=True)
 class RedactResult:
-    """What one redaction did: rows rewritten, partitions rewritten, files purged."""
+    """What one redaction did: rows rewritten, partitions rewritten, files purged (all 0, and
+    the version unchanged, when no row changed: then nothing is rewritten or purged)."""
 
-    rows_affected: int
-    partitions_rewritten: int
+    rows_affected: int  # rows where something changed (not those an earlier run redacted)
+    partitions_rewritten: int  # partitions with a changed row
     version: int  # the version every reader starts from after the purge
-    files_purged: int
+    files_purged: int  # data files that were there and went (not those already gone)
     log_entries_removed: int

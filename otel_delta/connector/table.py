@@ -360,13 +360,24 @@ class Table:
         return lambda text: keyed_hash(text, key)
 
     def _purge_and_audit(
-        self, operation: str, predicate: str, rows: int, before: int, actor: str | None
+        self,
+        operation: str,
+        predicate: str,
+        rows: int,
+        before: int,
+        actor: str | None,
+        purge: bool = True,
     ) -> erasure.Purge:
         """After a hard delete or a redaction: purge what no version may return, then record
-        the operation in `_audit` (`predicate` already hashed)."""
+        the operation in `_audit` (`predicate` already hashed). Without `purge` (a redaction
+        that changed nothing) only the record is written, saying so: nothing removed, the
+        version unchanged."""
         lakehouse = self.connector.lakehouse
-        purged = erasure.purge(lakehouse, self.name)
-        self.connector.forget_writer_handle(self.name)  # its snapshot's log entries are gone
+        if purge:
+            purged = erasure.purge(lakehouse, self.name)
+            self.connector.forget_writer_handle(self.name)  # its snapshot's log entries are gone
+        else:
+            purged = erasure.Purge(files_purged=0, log_entries_removed=0, version=self.version())
         audit.append(
             lakehouse,
             audit.AuditRecord(
@@ -453,9 +464,11 @@ class Table:
         joins still work), as a mask ("mask") or not at all ("drop").
 
         Rows are selected by `where` and `partition_path` (all rows without either). Each
-        partition holding selected rows is rewritten in one commit; then the old files, log
-        entries and change data are purged as a hard delete does, and an `_audit` record is
-        appended. Needs the `[privacy]` hash key (in every mode: the audit record hashes the
+        partition where a selected row changes is rewritten in one commit; then the old files,
+        log entries and change data are purged as a hard delete does, and an `_audit` record is
+        appended. When no row changes (nothing matched, or an earlier run already redacted it)
+        nothing is rewritten or purged, so time travel goes on as before; the audit record says
+        0 rows. Needs the `[privacy]` hash key (in every mode: the audit record hashes the
         condition). Runs on delta-rs.
         """
         self._allowed("delete")
@@ -472,22 +485,27 @@ class Table:
         if selection is not None:
             selected = selected.filter(selection)
         found = selected.select(columns).to_arrow().group_by(columns).aggregate([]).to_pylist()
-        rows = 0
+        rows = rewritten = 0
         for values in found:
             scope = parse_predicate(
                 " AND ".join(f"{c} = {sql_literal(values[c], 'datafusion')}" for c in columns),
                 self.schema,
             )
-            rows += self._retrying(
+            changed = self._retrying(
                 "redact",
                 self.connector.engines.delta_rs,
                 lambda scope=scope: self._redact_partition(scope, selection, how, columns),
             )
+            rows += changed
+            rewritten += changed > 0  # a partition with no changed row is not rewritten
         target = f"attribute {attribute}" if attribute else f"pattern {hashed(pattern or '')}"
         condition = f" where {selection.with_hashed_literals(hashed)}" if selection else ""
-        purged = self._purge_and_audit("redact", f"{mode} {target}{condition}", rows, before, actor)
+        # nothing rewritten: no purge, which would end time travel for no erasure at all
+        purged = self._purge_and_audit(
+            "redact", f"{mode} {target}{condition}", rows, before, actor, purge=rows > 0
+        )
         return RedactResult(
-            rows, len(found), purged.version, purged.files_purged, purged.log_entries_removed
+            rows, rewritten, purged.version, purged.files_purged, purged.log_entries_removed
         )
 
     def _redact_partition(
@@ -581,7 +599,7 @@ class Table:
             raise InvalidQueryError(f"limit must be a positive integer, got {limit!r}")
         entries = []
         for commit in self._history(limit):
-            metrics = commit.get("operationMetrics") or recorded_metrics(commit)
+            metrics = commit_metrics(commit)
             entries.append(
                 HistoryEntry(
                     version=int(commit["version"]),
@@ -785,6 +803,18 @@ ROWS_WRITTEN_METRICS = (
     "num_target_rows_inserted",
     "num_output_rows",
 )
+
+
+def commit_metrics(commit: dict[str, Any]) -> dict[str, Any]:
+    """A commit's metrics: the engine's (`operationMetrics`), each replaced by the figure our
+    own code recorded under the same name, if any (a vacuum's file counts: delta-rs's include
+    files that were already gone, engines/vacuum.py); ours alone for a commit of files our
+    own code wrote."""
+    own = recorded_metrics(commit)
+    engine = commit.get("operationMetrics")
+    if not engine:
+        return own
+    return {name: own.get(name, value) for name, value in dict(engine).items()}
 
 
 def recorded_metrics(commit: dict[str, Any]) -> dict[str, int]:

@@ -122,7 +122,8 @@ class Engine(TableWriter, Protocol):
         ...
 
     def vacuum(self, table_name: str, retention_hours: int, dry_run: bool) -> list[str]:
-        """Delete (or list) unreferenced files older than the retention; returns their paths."""
+        """Delete (or list) unreferenced files older than the retention; returns the paths of
+        those that existed and were deleted (or would be), never of files already gone."""
         ...
 
     def restore(self, table_name: str, target: int | datetime) -> tuple[int, int]:

@@ -35,6 +35,7 @@ from otel_delta.engines.data_files import (
     table_filesystem,
     write_partitioned,
 )
+from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError, describe
 from otel_delta.lakehouse import COMMIT_ID, Lakehouse
 from otel_delta.priority import background_threads
@@ -340,12 +341,10 @@ class DeltaRsEngine:
         return optimizer.compact(**common)
 
     def vacuum(self, table_name: str, retention_hours: int, dry_run: bool) -> list[str]:
-        return self._fresh(table_name).vacuum(
-            retention_hours=retention_hours,
-            dry_run=dry_run,
-            enforce_retention_duration=False,  # the caller chose the retention explicitly
-            commit_properties=self.lakehouse.commit_properties(),
-        )
+        """Only files that are there: delta-rs alone also lists (and counts as deleted) the
+        files of tombstones an earlier vacuum already deleted (engines/vacuum.py)."""
+        table = self._fresh(table_name)
+        return vacuum_files(self.lakehouse, table_name, table, retention_hours, dry_run)
 
     def restore(self, table_name: str, target: int | datetime) -> tuple[int, int]:
         metrics = self._fresh(table_name).restore(

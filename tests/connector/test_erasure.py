@@ -20,6 +20,7 @@ from otel_delta.errors import (
 )
 from otel_delta.privacy import keyed_hash
 from tests.connector import data
+from tests.helpers import data_files
 
 pytestmark = pytest.mark.e2e  # tables written by a real bridge (gRPC server)
 
@@ -117,6 +118,29 @@ def test_hard_delete_also_erases_rows_a_soft_delete_left_in_old_versions(
     result = spans.delete(f"span_id = '{SECRET_SPAN}'", hard=True)
     assert result.deleted == 0 and result.files_purged > 0
     assert holds(lake_path / "spans", EMAIL, SECRET_SPAN) == []
+
+
+def test_hard_delete_counts_only_the_files_it_removed(
+    lake: DeltaLakeConnector, spans: Table, lake_path: Path, hash_key: bytes
+) -> None:
+    """delta-rs keeps listing a file an earlier vacuum removed until its tombstone expires: the
+    purge counts (in the result and the audit) only files that were on disk and went."""
+    table = lake_path / "spans"
+    add_personal_data(spans)
+    assert spans.vacuum(retention_hours=0).files  # compaction's inputs go, tombstones stay
+    on_disk = data_files(table)
+
+    result = spans.delete(f"span_id = '{SECRET_SPAN}'", hard=True)
+
+    gone = on_disk - data_files(table)
+    assert len(gone) == 1  # the one file the delete rewrote
+    assert result.files_purged == 1
+    on_disk = data_files(table)
+    again = spans.delete(f"span_id = '{SECRET_SPAN}'", hard=True)  # nothing left to purge
+    assert (again.deleted, again.files_purged) == (0, 0)
+    assert data_files(table) == on_disk
+    # one record per hard delete (the second purge commits nothing: both end at one version)
+    assert sorted(record["files_purged"] for record in lake.audit_log().to_pylist()) == [0, 1]
 
 
 def test_hard_delete_without_the_key_deletes_nothing(

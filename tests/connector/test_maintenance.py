@@ -22,6 +22,7 @@ from otel_delta.errors import (
 from otel_delta.tables import TABLES
 from otel_delta.tables.versions import SCHEMA_VERSION
 from tests.connector import data
+from tests.helpers import data_files
 
 pytestmark = pytest.mark.e2e  # tables written by a real bridge (gRPC server)
 
@@ -136,6 +137,34 @@ def test_vacuum_dry_run_lists_then_removes_unreferenced_files(spans, lake_path) 
     assert spans.query().count() == data.TOTAL_SPANS + 4  # the current version is intact
     with pytest.raises(InvalidQueryError):
         spans.vacuum(retention_hours=-1)
+
+
+def test_vacuum_counts_only_the_files_it_removed(spans, lake_path) -> None:
+    """delta-rs lists a removed file until its tombstone expires, also after a vacuum deleted
+    it: only files that were on disk are listed and counted (result and history), and a vacuum
+    with nothing left to delete commits nothing."""
+    table = lake_path / "spans"
+    spans.optimize()
+    on_disk = data_files(table)
+    first = spans.vacuum(retention_hours=0)
+    gone = on_disk - data_files(table)
+    assert gone and sorted(first.files) == sorted(gone)
+
+    version = spans.version()
+    assert spans.vacuum(retention_hours=0, dry_run=True).files == []  # tombstones, no files
+    assert spans.vacuum(retention_hours=0).files == []
+    assert spans.version() == version  # no VACUUM START/END claiming deleted files
+
+    spans.delete("name = 'cart op1'")  # rewrites cart's compacted file of each day
+    on_disk = data_files(table)
+    listed = spans.vacuum(retention_hours=0, dry_run=True)
+    second = spans.vacuum(retention_hours=0)
+    gone = on_disk - data_files(table)
+    assert len(gone) == len(data.DAYS)
+    assert sorted(listed.files) == sorted(second.files) == sorted(gone)
+    end, start = spans.history(2)
+    assert (end.operation, end.metrics["numDeletedFiles"]) == ("VACUUM END", len(gone))
+    assert (start.operation, start.metrics["numFilesToDelete"]) == ("VACUUM START", len(gone))
 
 
 def test_restore_brings_back_old_rows(spans) -> None:
