@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from deltalake import Transaction
@@ -27,6 +28,9 @@ from otel_delta.ipc import from_ipc, to_ipc
 from otel_delta.tables import TABLES
 from otel_delta.tables.schemas import DEAD_LETTERS
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
 MAX_TASKS = 1000
 # A blob is one binary cell, copied whole into the JVM's row buffers: a few MiB each keeps a
 # task's heap small (50k-row blobs ran a 1 GiB local driver out of memory on 200k spans)
@@ -39,6 +43,7 @@ STAGED = pa.schema(
         pa.field("file_sha256", pa.string()),
         pa.field("table", pa.string()),
         pa.field("records", pa.int64()),
+        pa.field("decoded", pa.int64()),
         pa.field("rows", pa.int64()),
         pa.field("rejected", pa.int64()),
         pa.field("dead_letters", pa.int64()),
@@ -71,6 +76,7 @@ def staged_rows(path: str, sha256: str, fmt: Format) -> list[dict]:
             "file_sha256": sha256,
             "table": STATS,
             "records": staged.records,
+            "decoded": staged.decoded,
             "rows": staged.rows,
             "rejected": staged.rejected,
             "dead_letters": len(staged.dead),
@@ -134,34 +140,49 @@ def run_spark(
     loaded = Loaded()
     for planned in files:
         row = by_hash[planned.sha256]
-        loaded.add_file(planned, row.records, row.rows, row.rejected, row.dead_letters)
+        loaded.add_file(planned, row.records, row.rows, row.rejected, row.dead_letters, row.decoded)
     progress.update(len(files), loaded.total_rows)
-    per_table: dict[str, int] = {}
+    # files not loaded have only dead letters: they stay out of the load's commits (its txn id
+    # comes back when the same files are loaded later), and a file that has dead letters
+    # already gets none again (as in ledger.append_dead_letters_of_unloaded)
+    unloaded = sorted(f["file_sha256"] for f in loaded.not_loaded)
+    written = ledger.dead_letters_written(lakehouse.root, unloaded, lakehouse.storage)
+    unloaded_new = [sha256 for sha256 in unloaded if sha256 not in written]
+    per_table: dict[str, int] = {}  # of the files loaded
+    not_loaded = set(unloaded)
     for row in outline:
-        if row.table != STATS:
+        if row.table != STATS and row.file_sha256 not in not_loaded:
             per_table[row.table] = per_table.get(row.table, 0) + row.rows
     app = ledger.app_id(batch)
     txn = Transaction(app, ledger.TXN_VERSION)
     batch_conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
     previous_batch = spark.conf.get(batch_conf)
     spark.conf.set(batch_conf, str(BLOBS_PER_ARROW_BATCH))
+
+    def rows_of(name: str, files: Column | None = None) -> DataFrame:
+        schema = DEAD_LETTERS if name == ledger.DEAD_LETTER_TABLE else TABLES[name].schema
+        blobs_of = F.col("table") == name
+        return (
+            staged.where(blobs_of if files is None else blobs_of & files)
+            .select("ipc")
+            .mapInArrow(decode_blobs, spark_schema(schema))
+        )
+
     try:
         for name, rows in per_table.items():
-            schema = DEAD_LETTERS if name == ledger.DEAD_LETTER_TABLE else TABLES[name].schema
-            frame = (
-                staged.where(F.col("table") == name)
-                .select("ipc")
-                .mapInArrow(decode_blobs, spark_schema(schema))
-            )
             if name == ledger.DEAD_LETTER_TABLE:
                 uri = ledger.ensure_aux_table(lakehouse.root, name, lakehouse.storage)
-                engine.save(name, uri, frame, txn)
+                engine.save(name, uri, rows_of(name, ~F.col("file_sha256").isin(unloaded)), txn)
                 continue
             loaded.rows[name] = rows
             if ledger.committed(lakehouse.uri(name), app, lakehouse.storage):
                 loaded.skipped_commits.append(name)
                 continue
-            engine.append_frame(name, frame, txn)
+            engine.append_frame(name, rows_of(name), txn)
+        if unloaded_new:
+            name = ledger.DEAD_LETTER_TABLE
+            uri = ledger.ensure_aux_table(lakehouse.root, name, lakehouse.storage)
+            engine.save(name, uri, rows_of(name, F.col("file_sha256").isin(unloaded_new)))
     finally:
         spark.conf.set(batch_conf, previous_batch)
         staged.unpersist()

@@ -6,11 +6,14 @@ The exporter writes one Export*ServiceRequest per record:
 - `compression: zstd`: each message zstd-compressed and length-prefixed (JSON too), or — with
   the exporter's native-compression feature gate — the whole stream as one zstd stream.
 Files compressed afterwards (gzip, zstd; e.g. by log rotation) are recognised by magic bytes.
+A gzip stream cut short (copied while written) gives the records before the cut, as a plain
+file cut short does; what the cut left incomplete is a bad record.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +27,7 @@ FORMATS: tuple[str, ...] = ("auto", "otlp-json", "otlp-proto")
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 LENGTH_BYTES = 4
+GZIP_CHUNK = 1 << 20  # decompressed bytes per read of a gzip stream
 
 
 class UnreadableFile(Exception):
@@ -55,41 +59,76 @@ def zstd_decompress(data: bytes) -> bytes:
         raise UnreadableFile(f"invalid zstd data: {exc}") from None
 
 
-def decompress(data: bytes) -> bytes:
-    """Undo whole-file gzip or zstd (recognised by magic bytes); other data is returned as-is."""
-    if data.startswith(GZIP_MAGIC):
-        try:
-            return gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
+def gunzip(data: bytes) -> tuple[bytes, str | None]:
+    """gzip (any number of members), and why it ends early or None.
+
+    Decompressed a chunk at a time, so a stream cut short or corrupt at some point still gives
+    everything before that point (`gzip.decompress` gives nothing then): the lines the
+    exporter had written whole when the file was copied. Nothing at all is UnreadableFile.
+    """
+    chunks: list[bytes] = []
+    reader = gzip.GzipFile(fileobj=io.BytesIO(data))
+    try:
+        while chunk := reader.read1(GZIP_CHUNK):  # read1: what is decoded before an error stays
+            chunks.append(chunk)
+    except (OSError, EOFError, zlib.error) as exc:
+        if not chunks:
             raise UnreadableFile(f"invalid gzip data: {exc}") from None
+        return b"".join(chunks), f"invalid gzip data: {exc}"
+    return b"".join(chunks), None
+
+
+def decompress(data: bytes) -> tuple[bytes, str | None]:
+    """Undo whole-file gzip or zstd (recognised by magic bytes); other data is returned as-is.
+
+    Also returns why the data ends early (a gzip stream cut short), or None when it is whole.
+    """
+    if data.startswith(GZIP_MAGIC):
+        return gunzip(data)
     if data.startswith(ZSTD_MAGIC):
-        return zstd_decompress(data)
-    return data
+        return zstd_decompress(data), None
+    return data, None
 
 
 def looks_like_json(data: bytes) -> bool:
     return data.lstrip()[:1] == b"{"
 
 
-def json_lines(data: bytes) -> Iterator[Record | BadRecord]:
+def json_lines(data: bytes, cut: str | None = None) -> Iterator[Record | BadRecord]:
+    """One record per non-blank line, at its byte offset and line number.
+
+    `cut`: why `data` ends early. What follows its last newline is then a bad record with that
+    reason, at the offset and line where a plain file cut there has its unfinished line; it
+    is empty when the cut fell between lines, and still says that the rest is missing.
+    """
     offset = 0
-    for number, line in enumerate(data.split(b"\n"), start=1):
-        if line.strip():
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines, start=1):
+        if cut is not None and number == len(lines):
+            yield BadRecord(offset, cut, line, number)
+        elif line.strip():
             yield Record(offset, line, number)
         offset += len(line) + 1
 
 
-def frames(data: bytes) -> Iterator[Record | BadRecord]:
-    """Length-prefixed messages; a per-message zstd frame is decompressed."""
+def frames(data: bytes, cut: str | None = None) -> Iterator[Record | BadRecord]:
+    """Length-prefixed messages; a per-message zstd frame is decompressed.
+
+    `cut`: why `data` ends early; it is the reason of the truncated last frame, or of an empty
+    bad record at the end when the cut fell between frames.
+    """
+    because = f"{cut}; " if cut is not None else ""
     offset = 0
     while offset < len(data):
         if len(data) - offset < LENGTH_BYTES:
-            yield BadRecord(offset, "truncated length prefix at end of file", data[offset:])
+            reason = f"{because}truncated length prefix at end of file"
+            yield BadRecord(offset, reason, data[offset:])
             return
         size = int.from_bytes(data[offset : offset + LENGTH_BYTES], "big")
         start = offset + LENGTH_BYTES
         if start + size > len(data):
-            reason = f"truncated message: length prefix says {size} bytes, {len(data) - start} left"
+            left = len(data) - start
+            reason = f"{because}truncated message: length prefix says {size} bytes, {left} left"
             yield BadRecord(offset, reason, data[offset:])
             return
         payload = data[start : start + size]
@@ -102,6 +141,8 @@ def frames(data: bytes) -> Iterator[Record | BadRecord]:
                 continue
         yield Record(offset, payload)
         offset = start + size
+    if cut is not None:
+        yield BadRecord(offset, cut, b"")
 
 
 def records(data: bytes, fmt: Format) -> Iterator[Record | BadRecord]:
@@ -110,8 +151,8 @@ def records(data: bytes, fmt: Format) -> Iterator[Record | BadRecord]:
     OTLP/JSON is read as lines, or as length-prefixed messages when the file does not start
     with `{` (the exporter's legacy `compression: zstd` layout).
     """
-    data = decompress(data)
+    data, cut = decompress(data)
     if fmt == "otlp-json" or (fmt == "auto" and looks_like_json(data)):
-        yield from json_lines(data) if looks_like_json(data) else frames(data)
+        yield from json_lines(data, cut) if looks_like_json(data) else frames(data, cut)
     else:
-        yield from frames(data)
+        yield from frames(data, cut)

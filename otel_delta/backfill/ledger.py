@@ -7,6 +7,10 @@ Idempotency, in two layers:
   hash of the new files' hashes), so a load that died after some table commits and is re-run
   with the same files skips the tables already committed (Spark skips a recorded txn itself;
   the delta-rs path checks `transaction_version`) and then records the files.
+
+A file that gave only dead letters (`stage.nothing_decoded`) is not recorded, and its dead
+letters are not part of the load's commit: they are written unless the file has dead letters
+already, so retrying such a file (every run does, until it loads) writes them once.
 """
 
 from __future__ import annotations
@@ -77,7 +81,14 @@ def committed(uri: str, app: str, storage: dict[str, str] | None = None) -> bool
 def append_once(
     root: str, name: str, data: pa.Table, app: str, storage: dict[str, str] | None = None
 ) -> bool:
-    """Append a bookkeeping table's rows unless this load's txn already did; True if written."""
+    """Append a bookkeeping table's rows unless this load's txn already did; True if written.
+
+    No rows, no commit: an empty commit would still record the txn id, and a later load of
+    the same files (the same batch id: files that loaded nothing are not in the ledger) would
+    then skip the rows it has to write.
+    """
+    if data.num_rows == 0:
+        return False
     uri = ensure_aux_table(root, name, storage)
     if committed(uri, app, storage):
         return False
@@ -89,6 +100,38 @@ def append_once(
         commit_properties=CommitProperties(app_transactions=[Transaction(app, TXN_VERSION)]),
     )
     return True
+
+
+def dead_letters_written(
+    root: str, hashes: list[str], storage: dict[str, str] | None = None
+) -> set[str]:
+    """Which of these files (SHA-256) have dead letters in `_dead_letters` already."""
+    if not hashes:
+        return set()
+    try:
+        table = DeltaTable(table_uri(root, DEAD_LETTER_TABLE), storage_options=storage or None)
+    except TableNotFoundError:
+        return set()
+    found = table.to_pyarrow_table(columns=["file_sha256"], filters=[("file_sha256", "in", hashes)])
+    return set(found.column(0).to_pylist())
+
+
+def append_dead_letters_of_unloaded(
+    root: str, per_file: dict[str, pa.Table], storage: dict[str, str] | None = None
+) -> int:
+    """Write the dead letters of files not loaded, but not of a file that has some already.
+
+    Such a file is read again by every run until it loads; the same mistake twice (a wrong
+    `--format`) should not double its dead letters. Returns the number of rows written.
+    """
+    written = dead_letters_written(root, list(per_file), storage)
+    new = [dead for sha256, dead in per_file.items() if sha256 not in written]
+    if not new:
+        return 0
+    data = pa.concat_tables(new)
+    uri = ensure_aux_table(root, DEAD_LETTER_TABLE, storage)
+    write_deltalake(uri, data, mode="append", storage_options=storage or None)
+    return data.num_rows
 
 
 def ledger_rows(files: list[dict], batch: str) -> pa.Table:

@@ -21,14 +21,24 @@ def run_local(
 ) -> Loaded:
     loaded = Loaded()
     parts: dict[str, list[pa.Table]] = {}
-    dead: list[pa.Table] = []
+    dead: list[pa.Table] = []  # of the files loaded: committed with the load's txn id
+    unloaded_dead: dict[str, pa.Table] = {}  # of files not loaded: once per file
     for done, planned in enumerate(files, start=1):
         staged = stage_file(planned.path, planned.sha256, fmt)
         for name, tables in staged.tables.items():
             parts.setdefault(name, []).extend(tables)
-        if staged.dead:
+        if staged.nothing_decoded:
+            unloaded_dead[planned.sha256] = staged.dead_letters()
+        elif staged.dead:
             dead.append(staged.dead_letters())
-        loaded.add_file(planned, staged.records, staged.rows, staged.rejected, len(staged.dead))
+        loaded.add_file(
+            planned,
+            staged.records,
+            staged.rows,
+            staged.rejected,
+            len(staged.dead),
+            staged.decoded,
+        )
         progress.update(done, loaded.total_rows)
     app = ledger.app_id(batch)
     lakehouse = engine.lakehouse
@@ -48,4 +58,5 @@ def run_local(
             app,
             storage,
         )
+    ledger.append_dead_letters_of_unloaded(lakehouse.root, unloaded_dead, storage)
     return loaded

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from otel_delta.backfill.stage import file_sha256
+from otel_delta.backfill.stage import file_sha256, nothing_decoded
 from otel_delta.errors import OtelDeltaError
 
 
@@ -53,16 +53,28 @@ def plan(paths: list[str], already_loaded: set[str]) -> tuple[list[PlannedFile],
 
 @dataclass
 class Loaded:
-    """Counts of one backfill run."""
+    """Counts of one backfill run.
+
+    `files` are recorded in the ledger; `not_loaded` are files that gave nothing but dead
+    letters (`stage.nothing_decoded`), left for a later run to load.
+    """
 
     rows: dict[str, int] = field(default_factory=dict)
     files: list[dict] = field(default_factory=list)
+    not_loaded: list[dict] = field(default_factory=list)
     skipped_commits: list[str] = field(default_factory=list)
 
     def add_file(
-        self, planned: PlannedFile, records: int, rows: int, rejected: int, dead_letters: int
+        self,
+        planned: PlannedFile,
+        records: int,
+        rows: int,
+        rejected: int,
+        dead_letters: int,
+        decoded: int,
     ) -> None:
-        self.files.append(
+        into = self.not_loaded if nothing_decoded(decoded, dead_letters) else self.files
+        into.append(
             {
                 "file_sha256": planned.sha256,
                 "file": planned.path,
@@ -78,4 +90,5 @@ class Loaded:
         return sum(f["rows"] for f in self.files)
 
     def total(self, key: str) -> int:
-        return sum(f[key] for f in self.files)
+        """Over every file read, loaded or not (a file not loaded has no rows)."""
+        return sum(f[key] for f in self.files + self.not_loaded)

@@ -29,6 +29,7 @@ class BackfillReport:
     rejected: int = 0
     dead_letters: int = 0
     skipped_commits: list[str] = field(default_factory=list)
+    files_not_loaded: int = 0  # nothing decoded: not recorded, a later run may load them
 
     @classmethod
     def of(cls, engine: str, loaded: Loaded, skipped: int) -> BackfillReport:
@@ -41,6 +42,7 @@ class BackfillReport:
             loaded.total("rejected"),
             loaded.total("dead_letters"),
             loaded.skipped_commits,
+            len(loaded.not_loaded),
         )
 
 
@@ -101,7 +103,13 @@ def summary(report: BackfillReport, table_root: str) -> str:
     lines = [f"{name:<32} {rows:>12,}" for name, rows in report.rows.items()]
     lines.append(
         f"{report.files_new} file(s) loaded with {report.engine}, {report.files_skipped} already "
-        f"loaded; {report.records:,} records, {report.rejected:,} item(s) rejected, "
+        "loaded"
+        + (
+            f", {report.files_not_loaded} not loaded (nothing could be decoded)"
+            if report.files_not_loaded
+            else ""
+        )
+        + f"; {report.records:,} records, {report.rejected:,} item(s) rejected, "
         f"{report.dead_letters:,} dead letter(s)"
         + (
             f" (in {table_root.rstrip('/')}/{ledger.DEAD_LETTER_TABLE})"

@@ -28,6 +28,17 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
+def nothing_decoded(decoded: int, dead_letters: int) -> bool:
+    """Did the file give only dead letters (not in the format it was read as, or unreadable)?
+
+    Such a file is not recorded as loaded: what it holds may load with the right `--format`
+    (or once it is readable), which a recorded hash would refuse forever. A file with any
+    decoded record is recorded, its bad records dead-lettered: re-reading it would store its
+    good records twice. An empty file (neither) is recorded: it holds nothing to load.
+    """
+    return decoded == 0 and dead_letters > 0
+
+
 @dataclass
 class StagedFile:
     """The result of converting one file."""
@@ -37,11 +48,16 @@ class StagedFile:
     tables: dict[str, list[pa.Table]] = field(default_factory=dict)
     dead: list[dict] = field(default_factory=list)
     records: int = 0
+    decoded: int = 0  # records decoded and converted (their rows stored, or rejected items)
     rejected: int = 0
 
     @property
     def rows(self) -> int:
         return sum(t.num_rows for parts in self.tables.values() for t in parts)
+
+    @property
+    def nothing_decoded(self) -> bool:
+        return nothing_decoded(self.decoded, len(self.dead))
 
     def bad(self, offset: int, line: int | None, reason: str, raw: bytes) -> None:
         self.dead.append(
@@ -86,6 +102,7 @@ def stage_file(path: str, sha256: str, fmt: Format) -> StagedFile:
         except Exception as exc:  # a converter bug must not fail the whole load
             staged.bad(item.offset, item.line, f"conversion failed: {exc!r}", item.payload)
             continue
+        staged.decoded += 1
         staged.rejected += converted.rejected.count
         for name, table in converted.tables.items():
             if table.num_rows:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import zlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -61,3 +62,13 @@ def write_proto(path: Path, requests: list[Message], compress: str | None = None
         data = pa.compress(data, "zstd", asbytes=True)
     path.write_bytes(data)
     return path
+
+
+def truncated_gzip(head: bytes, tail: bytes, cut: float = 0.5) -> bytes:
+    """gzip of `head` + `tail` cut short, as a file copied while it was being written: the
+    stream is flushed after `head` (so what is left holds all of it) and cut `cut` of the way
+    into the compressed `tail` (0: right after `head`)."""
+    packer = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
+    start = packer.compress(head) + packer.flush(zlib.Z_SYNC_FLUSH)
+    rest = packer.compress(tail) + packer.flush()
+    return start + rest[: int(len(rest) * cut)]

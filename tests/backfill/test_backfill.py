@@ -8,15 +8,18 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta.backfill import ledger
 from otel_delta.backfill.ledger import DEAD_LETTER_TABLE, LEDGER_TABLE
-from otel_delta.backfill.run import backfill
+from otel_delta.backfill.run import BackfillReport, backfill
+from otel_delta.backfill.stage import file_sha256
 from otel_delta.config import Settings
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.tables import TABLES
 from tests import corpus
-from tests.backfill.collector import otlp_json, write_json_lines, write_proto
+from tests.backfill.collector import otlp_json, truncated_gzip, write_json_lines, write_proto
 from tests.engines.test_spark import canonical
 
 
@@ -128,3 +131,74 @@ def test_spark_backfill_loads_every_layout_once_and_overlaps_add_only_new(
     assert rerun.rows == {"logs": logs.num_rows} and rerun.skipped_commits == ["logs"]
     assert table_rows(root, "logs").num_rows == 4 * logs.num_rows
     assert table_rows(root, LEDGER_TABLE).num_rows == 6
+
+
+@pytest.mark.parametrize("engine", ["delta-rs", pytest.param("auto", marks=pytest.mark.e2e)])
+def test_a_file_with_nothing_decodable_is_not_recorded_so_the_right_format_loads_it(
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    """A wrong --format dead-letters the whole file; that must not mark it loaded forever."""
+    path = write_json_lines(tmp_path / "good.jsonl", [corpus.trace_request()] * 2)
+    root = tmp_path / "lake"
+    config = settings(root, engine)
+    session = request.getfixturevalue("spark") if engine == "auto" else None
+    factory = (lambda: session) if session is not None else None
+
+    def run(fmt: str) -> BackfillReport:
+        return backfill(config, [str(path)], fmt, session_factory=factory, show_progress=False)
+
+    for _ in range(2):  # the same mistake twice: still not loaded, its dead letter written once
+        wrong = run("otlp-proto")
+        assert (wrong.files_new, wrong.files_skipped, wrong.files_not_loaded) == (0, 0, 1)
+        assert wrong.records == 0 and wrong.dead_letters == 1 and wrong.rows == {}
+        dead = table_rows(root, DEAD_LETTER_TABLE).to_pylist()
+        assert [(d["file_sha256"], d["offset"]) for d in dead] == [(file_sha256(str(path)), 0)]
+        assert "truncated message" in dead[0]["reason"]
+        assert not (root / LEDGER_TABLE).exists() or table_rows(root, LEDGER_TABLE).num_rows == 0
+
+    right = run("auto")
+    assert (right.files_new, right.files_skipped, right.files_not_loaded) == (1, 0, 0)
+    spans = SIGNALS_BY_NAME["traces"].convert(corpus.trace_request()).tables["spans"]
+    expected = canonical(pa.concat_tables([spans, spans]))
+    assert canonical(table_rows(root, "spans")).equals(expected)
+    assert table_rows(root, LEDGER_TABLE).column("file").to_pylist() == [str(path)]
+    assert table_rows(root, DEAD_LETTER_TABLE).num_rows == 1
+
+    again = run("auto")
+    assert (again.files_new, again.files_skipped) == (0, 1)
+    assert canonical(table_rows(root, "spans")).equals(expected)
+
+
+def spans_request(count: int, first_id: int) -> ExportTraceServiceRequest:
+    """`count` spans with ids from `first_id` on: large lines, told apart by their ids."""
+    spans = [
+        trace_pb2.Span(trace_id=i.to_bytes(16, "big"), span_id=i.to_bytes(8, "big"), name=f"s{i}")
+        for i in range(first_id, first_id + count)
+    ]
+    return ExportTraceServiceRequest(
+        resource_spans=[trace_pb2.ResourceSpans(scope_spans=[trace_pb2.ScopeSpans(spans=spans)])]
+    )
+
+
+def test_a_gzip_file_cut_short_loads_its_whole_lines(tmp_path: Path) -> None:
+    """A .json.gz copied while the exporter wrote it: its first line (100 spans) is whole."""
+    first = otlp_json(spans_request(100, 1)).encode()
+    second = otlp_json(spans_request(100, 101)).encode()
+    path = tmp_path / "traces.json.gz"
+    path.write_bytes(truncated_gzip(first + b"\n", second + b"\n"))
+    root = tmp_path / "lake"
+    report = backfill(settings(root, "delta-rs"), [str(path)], show_progress=False)
+    assert (report.files_new, report.records, report.dead_letters) == (1, 1, 1)
+    assert report.rows == {"spans": 100}
+    span_ids = table_rows(root, "spans").column("span_id").to_pylist()
+    assert sorted(span_ids) == [i.to_bytes(8, "big").hex() for i in range(1, 101)]
+    dead = table_rows(root, DEAD_LETTER_TABLE).to_pylist()
+    assert [(d["file_sha256"], d["offset"], d["line"]) for d in dead] == [
+        (file_sha256(str(path)), len(first) + 1, 2)
+    ]
+    assert "ended before the end-of-stream marker" in dead[0]["reason"]
+    assert 0 < len(dead[0]["raw"]) < len(second) and second.startswith(dead[0]["raw"])
+    # its whole lines are stored: the file is loaded, as a plain file with a bad line is
+    assert table_rows(root, LEDGER_TABLE).column("file").to_pylist() == [str(path)]
+    again = backfill(settings(root, "delta-rs"), [str(path)], show_progress=False)
+    assert (again.files_new, again.files_skipped) == (0, 1)

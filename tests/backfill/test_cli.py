@@ -66,3 +66,24 @@ def test_unreachable_spark_master_is_one_line_and_exit_2(tmp_path: Path) -> None
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("otel-delta: ") and "nonsense://nowhere" in last
     assert "Traceback" not in done.stderr
+
+
+def test_wrong_format_leaves_the_file_to_a_run_with_the_right_one(tmp_path: Path) -> None:
+    """The user's trial: a JSON file forced as protobuf, then re-run with the format detected."""
+    path = write_json_lines(tmp_path / "good.jsonl", [corpus.logs_request()])
+    lake = tmp_path / "lake"
+    env = {
+        "OTEL_DELTA_DELTALAKE__TABLE_PATH": str(lake),
+        "OTEL_DELTA_DELTALAKE__OPERATIONS__ENGINE": "delta-rs",
+    }
+    wrong = run("--format", "otlp-proto", str(path), env=env)
+    assert wrong.returncode == 0, wrong.stderr
+    assert (
+        "0 file(s) loaded with delta-rs, 0 already loaded, 1 not loaded (nothing could be "
+        "decoded); 0 records, 0 item(s) rejected, 1 dead letter(s)"
+    ) in wrong.stdout
+    right = run(str(path), env=env)
+    assert right.returncode == 0, right.stderr
+    assert "1 file(s) loaded with delta-rs, 0 already loaded; 1 records" in right.stdout
+    rows = SIGNALS_BY_NAME["logs"].convert(corpus.logs_request()).tables["logs"].num_rows
+    assert DeltaTable(str(lake / "logs")).count() == rows

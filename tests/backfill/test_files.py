@@ -12,7 +12,13 @@ from otel_delta.backfill.files import BadRecord, Record, UnreadableFile, records
 from otel_delta.backfill.stage import stage_file
 from otel_delta.convert import logs_to_arrow, spans_to_arrow
 from tests import corpus
-from tests.backfill.collector import framed, otlp_json, write_json_lines, write_proto
+from tests.backfill.collector import (
+    framed,
+    otlp_json,
+    truncated_gzip,
+    write_json_lines,
+    write_proto,
+)
 
 
 def payloads(items) -> list[bytes]:
@@ -51,9 +57,51 @@ def test_truncated_frame_is_a_bad_record_after_the_good_ones() -> None:
     assert isinstance(items[1], BadRecord) and "truncated message" in items[1].reason
 
 
-def test_corrupt_gzip_is_unreadable() -> None:
+@pytest.mark.parametrize(
+    "data",
+    [
+        gzip.compress(b"x" * 100)[:10] + b"\xff" * 10,  # corrupt from its first block
+        gzip.compress(b"x" * 100)[:6],  # cut inside its header
+    ],
+)
+def test_gzip_with_nothing_readable_is_unreadable(data: bytes) -> None:
     with pytest.raises(UnreadableFile, match="gzip"):
-        list(records(gzip.compress(b"x" * 100)[:20], "auto"))
+        list(records(data, "auto"))
+
+
+def test_gzip_cut_short_keeps_its_whole_lines_as_a_plain_file_cut_short_does() -> None:
+    first = otlp_json(corpus.trace_request()).encode()
+    second = otlp_json(corpus.logs_request()).encode()
+    items = list(records(truncated_gzip(first + b"\n", second + b"\n"), "auto"))
+    assert payloads(items) == [first]
+    tail = items[1]
+    assert isinstance(tail, BadRecord) and (tail.offset, tail.line) == (len(first) + 1, 2)
+    assert 0 < len(tail.raw) < len(second) and second.startswith(tail.raw)
+    assert "gzip" in tail.reason and "ended before the end-of-stream marker" in tail.reason
+    # the same bytes, uncompressed: the same records at the same offsets and lines
+    plain = list(records(first + b"\n" + tail.raw, "auto"))
+    assert [(r.offset, r.line) for r in plain] == [(r.offset, r.line) for r in items]
+
+
+def test_gzip_cut_between_lines_says_the_rest_is_missing() -> None:
+    first = otlp_json(corpus.trace_request()).encode()
+    second = otlp_json(corpus.logs_request()).encode()
+    items = list(records(truncated_gzip(first + b"\n", second + b"\n", cut=0.0), "auto"))
+    assert payloads(items) == [first]
+    assert isinstance(items[1], BadRecord) and "gzip" in items[1].reason
+    assert (items[1].offset, items[1].line, items[1].raw) == (len(first) + 1, 2, b"")
+
+
+def test_gzip_cut_short_keeps_its_whole_frames() -> None:
+    good, cut = (
+        corpus.trace_request().SerializeToString(),
+        corpus.logs_request().SerializeToString(),
+    )
+    items = list(records(truncated_gzip(framed([good]), framed([cut])), "otlp-proto"))
+    assert payloads(items) == [good]
+    tail = items[1]
+    assert isinstance(tail, BadRecord) and tail.offset == len(framed([good]))
+    assert "gzip" in tail.reason and "truncated message" in tail.reason
 
 
 def test_stage_file_counts_and_dead_letters(tmp_path: Path) -> None:
