@@ -344,6 +344,8 @@ class _Parser:
                 raise bad
             value = raw
         elif pa.types.is_integer(type_):
+            if isinstance(raw, str) and _INTEGER.fullmatch(raw.strip()):
+                raw = int(raw)  # '1000000' on a BIGINT column, as SQL engines cast it
             if isinstance(raw, float) and raw.is_integer() and abs(raw) < 2**63:
                 raw = int(raw)  # 1e6 on a BIGINT column
             if isinstance(raw, bool) or not isinstance(raw, int):
@@ -353,6 +355,8 @@ class _Parser:
                 raise bad
             value = raw
         elif pa.types.is_floating(type_):
+            if isinstance(raw, str) and _NUMBER.fullmatch(raw.strip()):
+                raw = float(raw)
             if isinstance(raw, bool) or not isinstance(raw, int | float):
                 raise bad
             if not math.isfinite(float(raw)):
@@ -375,6 +379,11 @@ class _Parser:
         else:  # pragma: no cover - _comparable filters these
             raise bad
         return Value(value, type_)
+
+
+# a string literal that is a number, for a numeric column (no inf/nan, no thousands separators)
+_INTEGER = re.compile(r"[+-]?\d+")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def _comparable(type_: pa.DataType) -> bool:

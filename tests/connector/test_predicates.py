@@ -21,7 +21,7 @@ from otel_delta.connector.predicates import (
     parse_predicate,
 )
 from otel_delta.errors import InvalidPredicateError, OtelDeltaError
-from otel_delta.tables.schemas import SPANS
+from otel_delta.tables.schemas import METRICS_GAUGE, SPANS
 
 
 def parse(text: str):
@@ -75,6 +75,14 @@ def test_literals_are_coerced_to_the_column_type() -> None:
     assert moment == datetime(2024, 11, 19, 8, tzinfo=UTC)
     assert parse("duration_ns > 5").value.value == 5
     assert parse("duration_ns > 1e6").value.value == 1_000_000
+    assert parse("duration_ns > '1000000'").value.value == 1_000_000  # as SQL engines cast it
+    for not_a_number in ("'1,000'", "'1e6x'", "'inf'", "''"):
+        with pytest.raises(InvalidPredicateError):
+            parse(f"duration_ns > {not_a_number}")
+    gauge = METRICS_GAUGE
+    assert parse_predicate("value_double > '1.5e2'", gauge).node.value.value == 150.0
+    with pytest.raises(InvalidPredicateError):
+        parse_predicate("value_double > 'nan'", gauge)
 
 
 @pytest.mark.parametrize(
