@@ -58,7 +58,6 @@ class Maintainer:
         self.rounds_run = 0
         self.totals: dict[str, TableTotals] = {}
         self._checkpointed: dict[str, int] = {}
-        self._vacuumed: dict[str, set[str]] = {}
         self.connector = DeltaLakeConnector(policy.settings)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -96,7 +95,6 @@ class Maintainer:
                 table,
                 self.policy.table,
                 checkpointed_version=self._checkpointed.get(name),
-                vacuumed=self._vacuumed.setdefault(name, set()),
             )
             totals = self.totals.setdefault(name, TableTotals())
             totals.rounds += 1

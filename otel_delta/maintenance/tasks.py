@@ -90,13 +90,10 @@ def maintain_table(
     *,
     today: dt.date | None = None,
     checkpointed_version: int | None = None,
-    vacuumed: set[str] | None = None,
 ) -> TableReport:
     """Run one round on `table`.
 
     `checkpointed_version`: the version last checkpointed, so an idle table is not rewritten.
-    `vacuumed`: paths this caller already vacuumed (updated in place): delta-rs keeps listing a
-    deleted file until its tombstone expires, and each vacuum is two commits, so skip those.
     """
     today = today or utc_today()
     report = TableReport(table.name)
@@ -160,14 +157,11 @@ def maintain_table(
     if policy.vacuum:
 
         def vacuum() -> None:
-            # a dry run first: vacuum commits START/END entries even when there is nothing to do
-            done = vacuumed if vacuumed is not None else set()
-            candidates = set(table.vacuum(policy.retention_hours, dry_run=True).files)
-            done &= candidates  # forget tombstones that expired
-            if candidates - done:
-                deleted = set(table.vacuum(policy.retention_hours).files)
-                report.files_vacuumed = len(deleted - done)
-                done.update(deleted)
+            # a dry run first: vacuum commits START/END entries even when there is nothing to
+            # do. It lists only files still there (engines/vacuum.py), not those an earlier
+            # round deleted whose tombstones have not expired
+            if table.vacuum(policy.retention_hours, dry_run=True).files:
+                report.files_vacuumed = len(table.vacuum(policy.retention_hours).files)
 
         _step(report, "vacuum", vacuum)
 

@@ -86,8 +86,7 @@ def test_round_compacts_closed_partitions_only_expires_and_vacuums(tmp_path: Pat
     commit_each(table, closed, range(3, 7))
     commit_each(table, today, range(7, 10))
     policy = TablePolicy(retention_hours=0, retention_days=5)
-    vacuumed: set[str] = set()
-    report = maintain_table(table, policy, today=today, vacuumed=vacuumed)
+    report = maintain_table(table, policy, today=today)
     assert report.errors == []
     assert report.expired_rows_deleted == 3
     assert (report.files_compacted, report.files_written) == (4, 1)
@@ -100,9 +99,7 @@ def test_round_compacts_closed_partitions_only_expires_and_vacuums(tmp_path: Pat
     assert list((tmp_path / "spans" / "_delta_log").glob("*.checkpoint.parquet"))
     assert compaction_data_change(tmp_path / "spans") == {False}
     # an idle table: a second round changes nothing and writes no checkpoint again
-    again = maintain_table(
-        table, policy, today=today, checkpointed_version=report.version, vacuumed=vacuumed
-    )
+    again = maintain_table(table, policy, today=today, checkpointed_version=report.version)
     assert again.errors == []
     assert (again.files_compacted, again.files_vacuumed, again.checkpointed) == (0, 0, False)
     assert DeltaTable(uri).version() == report.version
