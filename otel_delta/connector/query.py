@@ -70,9 +70,7 @@ class Query:
         return self
 
     def limit(self, n: int) -> Query:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise InvalidQueryError(f"limit must be a non-negative integer, got {n!r}")
-        self._limit = n
+        self._limit = whole_number(n, "limit")
         return self
 
     def order_by(self, *columns: str) -> Query:
@@ -85,9 +83,7 @@ class Query:
         """Time travel to table version `n` (not with `as_of`: one or the other)."""
         if self._as_of is not None:
             raise InvalidQueryError("a query time-travels by version or by as_of, not both")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise InvalidQueryError(f"version must be a non-negative integer, got {n!r}")
-        self._version, self._as_of = n, None
+        self._version = whole_number(n, "version")
         return self
 
     def as_of(self, timestamp: datetime | str) -> Query:
@@ -95,7 +91,7 @@ class Query:
         not with `version`: one or the other)."""
         if self._version is not None:
             raise InvalidQueryError("a query time-travels by version or by as_of, not both")
-        self._as_of, self._version = parse_timestamp(timestamp), None
+        self._as_of = parse_timestamp(timestamp)
         return self
 
     @property
@@ -279,6 +275,15 @@ class Query:
 
     def count(self) -> int:
         return self.execute().num_rows
+
+
+def whole_number(value: object, what: str, minimum: int = 0) -> int:
+    """`value` if it is an int (not a bool) of at least `minimum` (0 or 1), else
+    InvalidQueryError naming `what`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = "positive" if minimum == 1 else "non-negative"
+        raise InvalidQueryError(f"{what} must be a {kind} integer, got {value!r}")
+    return value
 
 
 def parse_timestamp(value: datetime | str) -> datetime:

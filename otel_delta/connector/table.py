@@ -28,7 +28,7 @@ from otel_delta.connector.predicates import (
     sql_literal,
 )
 from otel_delta.connector.pruning import file_stats
-from otel_delta.connector.query import Query, parse_timestamp
+from otel_delta.connector.query import Query, parse_timestamp, whole_number
 from otel_delta.connector.results import (
     DeleteResult,
     HistoryEntry,
@@ -593,10 +593,8 @@ class Table:
 
     def history(self, limit: int | None = None) -> list[HistoryEntry]:
         """Commits, newest first (at most `limit`)."""
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
-        ):
-            raise InvalidQueryError(f"limit must be a positive integer, got {limit!r}")
+        if limit is not None:
+            whole_number(limit, "limit", minimum=1)
         entries = []
         for commit in self._history(limit):
             metrics = commit_metrics(commit)
@@ -660,10 +658,8 @@ class Table:
     ) -> OptimizeResult:
         """Compact small files (and Z-order by columns); `where` may only name partition
         columns. A dataChange=false commit: concurrent appends are not disturbed."""
-        if target_size is not None and (
-            isinstance(target_size, bool) or not isinstance(target_size, int) or target_size < 1
-        ):
-            raise InvalidQueryError(f"target_size must be a positive integer, got {target_size!r}")
+        if target_size is not None:
+            whole_number(target_size, "target_size", minimum=1)
         chosen = self._engine(engine)
         delta = self.delta()
         schema = pa.schema(delta.schema().to_arrow())
@@ -704,10 +700,7 @@ class Table:
         deltalake.table.retention_hours, 168). Files are returned relative to the table root."""
         chosen = self._engine(engine)
         hours = self._settings.table.retention_hours if retention_hours is None else retention_hours
-        if isinstance(hours, bool) or not isinstance(hours, int) or hours < 0:
-            raise InvalidQueryError(
-                f"retention_hours must be a non-negative integer, got {hours!r}"
-            )
+        whole_number(hours, "retention_hours")
         files = self._retrying("vacuum", chosen, lambda: chosen.vacuum(self.name, hours, dry_run))
         relative = sorted(maintenance.relative_path(self.uri, f) for f in files)
         return VacuumResult(relative, dry_run, hours, chosen.name)
@@ -724,30 +717,28 @@ class Table:
         if (version is None) == (timestamp is None):
             raise InvalidQueryError("restore needs exactly one of version or timestamp")
         if version is not None:
-            target: int | datetime = version
-            restored_to = version
-            if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-                raise InvalidQueryError(f"version must be a non-negative integer, got {version!r}")
-            if version > self.version():
-                raise VersionNotFoundError(self.name, str(version))
+            restored_to = whole_number(version, "version")
+            current = self.version()
+            if restored_to > current:
+                raise VersionNotFoundError(self.name, str(restored_to))
+            self.delta(restored_to)  # VersionNotFoundError if its log entry is gone
         else:
             assert timestamp is not None
+            # restored by version: the engines' own time lookup has the same flaw
             restored_to = self.delta_as_of(timestamp).version()
-            target = restored_to  # by version: the engines' own time lookup has the same flaw
-        current = self.version()
+            current = self.version()
         if restored_to == current:  # the table is that version's state already: no commit
             return RestoreResult(
                 version=current, restored_to=current, files_added=0, files_removed=0
             )
-        self.delta(restored_to)  # VersionNotFoundError if its log entry is gone
         chosen = self._engine(engine)
         try:
             added, removed = self._retrying(
-                "restore", chosen, lambda: chosen.restore(self.name, target)
+                "restore", chosen, lambda: chosen.restore(self.name, restored_to)
             )
         except DeltaError as exc:
             raise VersionNotFoundError(
-                self.name, str(target), "its data files were removed by vacuum"
+                self.name, str(restored_to), "its data files were removed by vacuum"
             ) from exc
         return RestoreResult(
             version=self.version(),
