@@ -153,24 +153,23 @@ def what_if(lake: Path, name: str, level: int) -> dict[str, int]:
     delta = DeltaTable(str(lake / name))
     layout = TABLES[name].layout
     row_group_rows = compaction.RewriteOptions().row_group_rows
-    variants = {
-        "as_is": lambda rows: rows,
-        "binary_ids": lambda rows: binary_ids(rows, BINARY_IDS[name]),
-        "binary_ids_no_timestamp": lambda rows: binary_ids(rows, BINARY_IDS[name]).drop_columns(
-            [TIMESTAMP_COPIES[name]]
-        ),
-    }
-    sizes = dict.fromkeys(variants, 0)
+    with_stats = stats_columns(delta)
+    sizes: dict[str, int] = {}
     for file in compaction.candidates(delta):
-        original = pq.read_table(lake / name / file.path)
-        for variant, change in variants.items():
-            rows = change(original)
+        as_is = pq.read_table(lake / name / file.path)
+        binary = binary_ids(as_is, BINARY_IDS[name])
+        variants = {
+            "as_is": as_is,
+            "binary_ids": binary,
+            "binary_ids_no_timestamp": binary.drop_columns([TIMESTAMP_COPIES[name]]),
+        }
+        for variant, rows in variants.items():
             options = parquet_options(
-                layout, rows.schema, "zstd", level, stats_columns(delta), clustered=True
+                layout, rows.schema, "zstd", level, with_stats, clustered=True
             )
             sink = pa.BufferOutputStream()
             pq.write_table(rows, sink, row_group_size=row_group_rows, **options)
-            sizes[variant] += sink.getvalue().size
+            sizes[variant] = sizes.get(variant, 0) + sink.getvalue().size
     return sizes
 
 

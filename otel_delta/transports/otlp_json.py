@@ -32,11 +32,10 @@ BYTES_VALUE_FIELDS = frozenset({"bytesValue", "bytes_value"})
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]*")
 
 
-def _checked_base64(key: str, value: str) -> str:
+def _check_base64(key: str, value: str) -> None:
     text = value.rstrip("=")
     if not _BASE64.fullmatch(text) or len(text) % 4 == 1 or len(value) - len(text) > 2:
         raise InvalidRequestError(f"{key} is not base64: {value[:64]!r}")
-    return value
 
 
 def _prepare(node: Any) -> None:
@@ -51,7 +50,7 @@ def _prepare(node: Any) -> None:
                 except ValueError:
                     raise InvalidRequestError(f"{key} is not hex: {value[:64]!r}") from None
             elif key in BYTES_VALUE_FIELDS and isinstance(value, str):
-                _checked_base64(key, value)
+                _check_base64(key, value)
             else:
                 _prepare(value)
     elif isinstance(node, list):
