@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from google.protobuf.message import Message
 
 from otel_delta.connector.predicates import sql_literal
-from otel_delta.convert.columns import NANOS_PER_DAY
+from otel_delta.convert.columns import timestamp_and_date
 from otel_delta.convert.context import UNKNOWN_SERVICE
 from otel_delta.errors import InvalidRequestError, SchemaMismatchError
 from otel_delta.signals import signal_of_request
@@ -135,13 +135,12 @@ def complete(table_name: str, data: pa.Table) -> pa.Table:
     for name in names[1:]:  # an unset time (0 or null) falls back to the next
         unset = pa.scalar(None, nanos.type)
         nanos = pc.coalesce(pc.if_else(pc.equal(nanos, 0), unset, nanos), data.column(name))
+    # as the converters compute them (convert.columns), where the row has a time
+    timestamps, dates = timestamp_and_date(pc.fill_null(nanos, 0).combine_chunks())
+    untimed = pc.is_null(nanos)
     derived = {
-        sql_time: pc.cast(pc.divide(nanos, 1000), pa.int64()).cast(
-            data.schema.field(sql_time).type
-        ),
-        "date": pc.cast(
-            pc.cast(pc.divide(nanos, NANOS_PER_DAY), pa.int32()), data.schema.field("date").type
-        ),
+        sql_time: pc.if_else(untimed, pa.scalar(None, timestamps.type), timestamps),
+        "date": pc.if_else(untimed, pa.scalar(None, dates.type), dates),
         "service_name": pc.fill_null(
             pc.map_lookup(data.column("resource_attributes"), "service.name", "first"),
             UNKNOWN_SERVICE,
