@@ -41,18 +41,20 @@ DUPLICATE_SOURCE_MARKERS = (
 )
 
 
+def _says(error: BaseException, markers: tuple[str, ...]) -> bool:
+    """Does an engine's error (its class name or message) hold one of `markers`?"""
+    text = f"{type(error).__name__}: {error}"
+    return any(marker in text for marker in markers)
+
+
 def duplicate_source_rows(error: BaseException) -> bool:
     """Did a merge fail because several source rows matched one target row?"""
-    text = f"{type(error).__name__}: {error}"
-    return any(marker in text for marker in DUPLICATE_SOURCE_MARKERS)
+    return _says(error, DUPLICATE_SOURCE_MARKERS)
 
 
 def rows_rejected(error: BaseException) -> bool:
     """Did the table refuse the rows themselves (so the same commit can never succeed)?"""
-    if isinstance(error, RowsRejectedError):
-        return True
-    text = f"{type(error).__name__}: {error}"
-    return any(marker in text for marker in REJECTED_ROWS_MARKERS)
+    return isinstance(error, RowsRejectedError) or _says(error, REJECTED_ROWS_MARKERS)
 
 
 def check_engine(name: str) -> EngineName:
