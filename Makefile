@@ -19,7 +19,7 @@ JARS += $(KAFKA_JARS)
 
 .PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native collector loadgen
 .PHONY: collector-kafka
-.PHONY: s3-server azure-server kafka
+.PHONY: s3-server azure-server kafka js-sdk
 
 # gRPC code of our own protos/ (ConnectorService), generated, never committed
 PROTOS := $(wildcard protos/*/*/*.proto)
@@ -171,6 +171,22 @@ $(AZURITE):
 		azurite@$(AZURITE_VERSION); \
 	rm -rf $(AZURITE_DIR); mv $$tmp $(AZURITE_DIR)
 
+# The OpenTelemetry JS SDK and its OTLP exporters (http/json, http/protobuf, grpc), the Node
+# clients of tests/transports/test_js_sdk.py; from the npm registry into the same cache, the
+# versions pinned in tools/otel-js/package.json, the folder named by a hash of it (as
+# tests/tools.py finds it), so an edited list installs afresh.
+JS_SDK_MANIFEST := tools/otel-js/package.json
+JS_SDK_HASH := $(shell sha256sum $(JS_SDK_MANIFEST) 2>/dev/null | cut -c1-12)
+JS_SDK_DIR := $(TOOLS_CACHE)/otel-js-$(JS_SDK_HASH)
+JS_SDK := $(JS_SDK_DIR)/node_modules/@opentelemetry/sdk-trace/package.json
+
+js-sdk: $(JS_SDK)
+
+$(JS_SDK):
+	$(TOOLS_TMP); cp $(JS_SDK_MANIFEST) $$tmp/package.json; \
+	npm install --prefix $$tmp --no-audit --no-fund --loglevel=error; \
+	rm -rf $(JS_SDK_DIR); mv $$tmp $(JS_SDK_DIR)
+
 # Apache Kafka, a broker for the tests of the Kafka source (tests/kafka/): one process that is both
 # broker and controller (KRaft, no ZooKeeper), run by tests/kafka straight from the jars of
 # kafka_2.13 (tools/kafka/pom.xml); from Maven Central into the same cache: Maven copies
@@ -193,7 +209,7 @@ lint: setup
 	$(VENV)/bin/ruff check otel_delta tests bench
 	$(VENV)/bin/ruff format --check otel_delta tests bench
 
-test: lint $(OTELCOL) $(OTELCOL_KAFKA) $(TELEMETRYGEN) $(VERSITYGW) $(AZURITE) $(KAFKA)
+test: lint $(OTELCOL) $(OTELCOL_KAFKA) $(TELEMETRYGEN) $(VERSITYGW) $(AZURITE) $(KAFKA) $(JS_SDK)
 	$(VENV)/bin/pytest
 
 quick: setup

@@ -102,3 +102,16 @@ def kafka_libs() -> Path:
     if not (libs / f"kafka_2.13-{version}.jar").is_file():
         raise FileNotFoundError(f"{libs} is missing: run `make kafka` (make test does)")
     return libs
+
+
+def js_sdk_modules() -> Path:
+    """The node_modules of tools/otel-js/package.json (the OpenTelemetry JS SDK and its OTLP
+    exporters) that `make js-sdk` installs from the npm registry (make test does), in a folder
+    named by a hash of that file, as the Makefile names it. Missing: an error naming the target,
+    never a skip."""
+    manifest = ROOT / "tools" / "otel-js" / "package.json"
+    digest = hashlib.sha256(manifest.read_bytes()).hexdigest()[:12]
+    modules = tools_cache() / f"otel-js-{digest}" / "node_modules"
+    if not (modules / "@opentelemetry" / "sdk-trace" / "package.json").is_file():
+        raise FileNotFoundError(f"{modules} is missing: run `make js-sdk` (make test does)")
+    return modules
