@@ -149,7 +149,7 @@ class WriteAheadLog:
         self.next_position = last_position + 1
         if not self._segments:
             self._new_segment(self.next_position)
-        self._file = open(self._segments[-1].path, "ab")  # noqa: SIM115 (kept open)
+        self._file = _append_only(self._segments[-1].path)
 
     def replay(self) -> Iterator[Record]:
         """Every readable record, oldest first (segment by segment: memory stays small)."""
@@ -240,10 +240,9 @@ class WriteAheadLog:
             active = self._segments[-1]
         assert self._file is not None
         try:
-            for record in records:  # a large payload goes to the file without a copy
-                self._file.write(header(record))
-                self._file.write(record.payload)
-            self._file.flush()
+            # one gathered write, no buffer in between (a large payload is not copied): after a
+            # refused write (disk full) no byte of it is left to reach the file with the next
+            _write_fully(self._file.fileno(), [b for r in records for b in (header(r), r.payload)])
             crash_point("wal-written")
             started = time.monotonic()
             os.fsync(self._file.fileno())
@@ -259,9 +258,10 @@ class WriteAheadLog:
 
     def _rotate(self, first_position: int) -> None:
         assert self._file is not None
-        self._file.close()
+        # the new segment first: if it cannot be made, the current one stays open for the next
         self._new_segment(first_position)
-        self._file = open(self._segments[-1].path, "ab")  # noqa: SIM115 (kept open)
+        previous, self._file = self._file, _append_only(self._segments[-1].path)
+        previous.close()
 
     def _new_segment(self, first_position: int) -> None:
         path = segment_path(self.directory, first_position)
@@ -356,3 +356,29 @@ class WriteAheadLog:
         if self._started and not self._outstanding and self._segments:
             self._empty()
         self._unlock()
+
+
+def _append_only(path: Path) -> BinaryIO:
+    """A segment opened for appending, unbuffered: every byte is handed to the kernel by
+    `_write_fully` or not at all, so a truncate after a failed write leaves nothing behind."""
+    return open(path, "ab", buffering=0)
+
+
+def _write_fully(fd: int, chunks: list[bytes]) -> None:
+    """Write `chunks` in order with gathered writes, going on after a short one; an OSError
+    (disk full) leaves an unknown part written: the caller truncates."""
+    views = [memoryview(chunk) for chunk in chunks if chunk]
+    first = 0
+    while first < len(views):
+        written = os.writev(fd, views[first : first + _IOV_MAX])
+        while written:
+            size = len(views[first])
+            if written >= size:
+                written -= size
+                first += 1
+            else:
+                views[first] = views[first][written:]
+                written = 0
+
+
+_IOV_MAX = 1024  # buffers one writev takes (Linux's IOV_MAX)

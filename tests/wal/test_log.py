@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import resource
+import signal
 from pathlib import Path
 
 import pytest
 
 from otel_delta.errors import ConfigError, WalError, WalFullError
 from otel_delta.wal import WriteAheadLog
+from otel_delta.wal.record import HEADER_BYTES
 from otel_delta.wal.segments import list_segments
 
 
@@ -175,3 +178,40 @@ def test_a_log_with_records_belongs_to_its_lakehouse(tmp_path: Path) -> None:
     asyncio.run(commit_and_stop())
     moved = new_log(tmp_path, owner="/lake/b")  # type: ignore[arg-type]
     assert list(moved.replay()) == [] and moved.next_position == 2
+
+
+def test_a_write_the_disk_refused_leaves_nothing_behind_for_the_next_one(tmp_path: Path) -> None:
+    """A full disk refuses one group's write (the Exports get the retryable answer); once there
+    is room again, the next records must follow the last good one in the file. Bytes of the
+    refused group still held in a write buffer must not reach the file after the truncate:
+    they would sit between two good records, and a restart would cut every acknowledged
+    record after them as a torn tail. The disk is made "full" with RLIMIT_FSIZE (EFBIG), so
+    the kernel itself refuses the write, part-way through the group."""
+    segment = None
+
+    async def scenario() -> None:
+        nonlocal segment
+        wal = new_log(tmp_path)
+        wal.start()
+        await wal.append(1, b"a" * 100, None, commits=1)
+        segment = list_segments(tmp_path)[-1].path
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        try:
+            # room for a few bytes of the next record only
+            resource.setrlimit(resource.RLIMIT_FSIZE, (segment.stat().st_size + 10, hard))
+            with pytest.raises(WalError, match="write-ahead log"):
+                await wal.append(1, b"b" * 100, None, commits=1)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, previous)
+        await wal.append(1, b"c" * 100, None, commits=1)
+        await wal.close()
+
+    asyncio.run(scenario())
+    reopened = new_log(tmp_path)
+    assert [(r.position, r.payload) for r in reopened.replay()] == [
+        (1, b"a" * 100),
+        (2, b"c" * 100),
+    ]
+    assert segment is not None and segment.stat().st_size == 2 * (HEADER_BYTES + 100)
