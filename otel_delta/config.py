@@ -96,7 +96,9 @@ class AuthSettings(Section):
         """The token, or None without auth; an empty or unset variable is a config error."""
         if not self.token_env:
             return None
-        token = os.environ.get(self.token_env, "")
+        # a token from a file or a Secret often ends in a newline, which no client can send in
+        # a header: surrounding whitespace is not part of the token (as the check strips it)
+        token = os.environ.get(self.token_env, "").strip()
         if not token:
             raise ConfigError(f"config error: receiver.auth.token_env: ${self.token_env} is unset")
         return token
@@ -294,10 +296,10 @@ class ConnectorServiceSettings(Section):
 
     def resolved_token(self) -> str:
         """The bearer token; a service without one would be open to anyone, so it is required."""
-        if self.token:
-            return self.token
+        if self.token and self.token.strip():
+            return self.token.strip()
         if self.token_env:
-            value = os.environ.get(self.token_env, "")
+            value = os.environ.get(self.token_env, "").strip()  # as receiver.auth's token
             if value:
                 return value
             raise ConfigError(

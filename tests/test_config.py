@@ -113,3 +113,22 @@ def test_compatibility_keys_load_with_a_warning_and_are_not_shipped(tmp_path: Pa
     with caplog.at_level("WARNING", logger="otel_delta.config"):
         load_settings(ROOT / "deltalake.toml")
     assert caplog.records == []  # the shipped file sets none of them
+
+
+@pytest.mark.parametrize("value", ["s3cret\n", " s3cret \n", "s3cret\r\n"])
+def test_a_token_from_a_file_or_secret_loses_its_trailing_newline(value: str, monkeypatch) -> None:
+    """`kubectl create secret --from-file` and `openssl rand -hex 32 > token` leave a newline
+    at the end; clients send the token without it (a header cannot hold one). Kept, no
+    request could ever match: every Export would be refused as unauthenticated."""
+    from otel_delta.auth import BearerToken
+    from otel_delta.config import AuthSettings, ConnectorServiceSettings
+
+    monkeypatch.setenv("OTEL_DELTA_TEST_TOKEN", value)
+    token = AuthSettings(token_env="OTEL_DELTA_TEST_TOKEN").resolved_token()
+    assert token == "s3cret"
+    BearerToken(token).check("Bearer s3cret")  # accepted
+    remote = ConnectorServiceSettings(enabled=True, token_env="OTEL_DELTA_TEST_TOKEN")
+    assert remote.resolved_token() == "s3cret"
+    monkeypatch.setenv("OTEL_DELTA_TEST_TOKEN", " \n")
+    with pytest.raises(ConfigError, match=r"receiver.auth.token_env: \$OTEL_DELTA_TEST_TOKEN"):
+        AuthSettings(token_env="OTEL_DELTA_TEST_TOKEN").resolved_token()
