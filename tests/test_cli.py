@@ -239,3 +239,35 @@ def test_serve_opens_every_door_and_logs_json(tmp_path: Path) -> None:
         "(OTLP/HTTP)" in e["message"] for e in entries
     )
     assert read_table(lake, "spans").num_rows == 1
+
+
+def test_failed_tls_handshakes_leave_the_json_log_json(tmp_path: Path, monkeypatch) -> None:
+    """A plaintext client, a port scan or a load balancer's TCP check on the TLS port fails its
+    handshake; gRPC's core reported each one on stderr at INFO in a format of its own
+    (`I1128 01:38:56.716080 ... Handshake failed ...`), one line per connection, which a log
+    shipper reading `[logging] format = "json"` cannot parse."""
+    import json
+
+    from tests.certs import make_certs
+
+    monkeypatch.delenv("GRPC_VERBOSITY", raising=False)
+    certs = make_certs(tmp_path / "certs")
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'{LOOPBACK}[receiver.tls]\ncert_file = "{certs.server_cert}"\n'
+        f'key_file = "{certs.server_key}"\n[logging]\nformat = "json"\n'
+        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    server = ServeProcess(config)
+    try:
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as plain:
+                plain.sendall(b"GET / HTTP/1.1\r\nHost: otel-delta\r\n\r\n")
+                plain.recv(100)  # the server ends the connection
+        time.sleep(0.5)
+    finally:
+        assert server.stop() == 0
+    lines = [line for line in server.lines if line.strip()]
+    not_json = [line for line in lines if not line.startswith("{")]
+    assert not not_json, not_json
+    assert all({"time", "level", "logger", "message"} <= set(json.loads(x)) for x in lines)
