@@ -144,12 +144,13 @@ class Bridge:
             )
         ]
         if self.wal is not None:
-            full = self.wal.disk_bytes >= self.wal.max_bytes
+            refusing = self.wal.refusing()
             checks.append(
                 Check(
                     "wal",
-                    not full,
-                    f"{self.wal.disk_bytes} of {self.wal.max_bytes} bytes on disk "
+                    not refusing,
+                    refusing
+                    or f"{self.wal.disk_bytes} of {self.wal.max_bytes} bytes on disk "
                     f"({self.wal.pending_records} records await their commits)",
                 )
             )

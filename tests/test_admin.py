@@ -158,3 +158,48 @@ def test_admin_endpoint_can_be_turned_off(tmp_path) -> None:
             )
     finally:
         bridge.stop()
+
+
+def test_readiness_fails_while_the_write_ahead_log_refuses_requests(tmp_path) -> None:
+    """The WAL refuses a request that would take it past `wal.max_bytes` (UNAVAILABLE, retry
+    later) before its bytes on disk reach that bound: /readyz must say so from the first
+    refusal, not only at the bound, or a load balancer keeps sending a bridge traffic it
+    refuses. Commits fail meanwhile (the table's log is a file), but not for long enough to
+    fail the `commits` check; once storage is back, they free the log and it is ready again."""
+    lakehouse = tmp_path / "lake"
+    settings = make_settings(lakehouse, ack="wal", flush_interval_seconds=0.2)
+    wal = settings.wal.model_copy(update={"max_bytes": 1 << 20, "segment_bytes": 1 << 18})
+    bridge = RunningBridge(settings.model_copy(update={"wal": wal}))
+    try:
+        traces, _, _ = bridge.stubs(bridge.channel())
+        traces.Export(corpus.trace_request())
+        log_dir = lakehouse / "spans" / "_delta_log"
+        wait_until(log_dir.is_dir, timeout=30.0)
+        wait_until(lambda: read_table(lakehouse, "spans").num_rows == 4, timeout=30.0)
+        moved = tmp_path / "delta_log_aside"
+        shutil.move(log_dir, moved)
+        log_dir.write_text("not a directory")  # every commit fails: the log only grows
+
+        request = corpus.trace_request()
+        request.resource_spans[0].scope_spans[0].spans[0].name = "x" * 300_000
+        refused = None
+        for _ in range(8):
+            try:
+                traces.Export(request, timeout=30)
+            except grpc.RpcError as error:
+                refused = error
+                break
+        assert refused is not None and refused.code() == grpc.StatusCode.UNAVAILABLE
+        ready = admin(bridge, "/readyz")
+        checks = {c["name"]: c for c in ready.json()["checks"]}
+        assert ready.status_code == 503 and checks["wal"]["ok"] is False
+        assert checks["wal"]["detail"].startswith("full:")
+        assert checks["commits"]["ok"] is True  # the WAL alone makes it not ready
+        assert bridge.bridge.wal is not None
+        assert bridge.bridge.wal.disk_bytes < bridge.bridge.wal.max_bytes
+
+        log_dir.unlink()
+        shutil.move(moved, log_dir)
+        wait_until(lambda: admin(bridge, "/readyz").status_code == 200, timeout=60.0)
+    finally:
+        bridge.stop()

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 FIRST_POSITION = 1
 OWNER_FILE = "lakehouse"  # the table_path the records are for
 APP_ID_PREFIX = "otel-delta-wal-"
+# how long /readyz reports a failed write (a Kubernetes readiness probe's default period is 10 s)
+WRITE_FAILURE_HOLD_SECONDS = 10.0
 
 
 @dataclass
@@ -76,6 +78,10 @@ class WriteAheadLog:
         self._lock_fd: int | None = None
         self._queue: list[_Waiting] = []
         self._queued_bytes = 0
+        # what /readyz needs to know (`refusing`): the size of the last request refused for
+        # want of room, and when a write last failed (the disk full, an I/O error)
+        self._refused_bytes = 0
+        self._write_failed: tuple[float, str] | None = None
         self._outstanding: dict[int, int] = {}  # position → commits still to succeed
         self._wake = asyncio.Event()
         self._closing = False
@@ -180,11 +186,30 @@ class WriteAheadLog:
         if self._closing:
             raise WalError("the write-ahead log is closing")
         if used + incoming > self.max_bytes:
+            self._refused_bytes = max(self._refused_bytes, incoming)
             raise WalFullError(
                 f"write-ahead log full ({used} of {self.max_bytes} bytes await their Delta "
                 "commits); retry later",
                 self.retry_after,
             )
+        if incoming >= self._refused_bytes:
+            self._refused_bytes = 0
+
+    def refusing(self) -> str:
+        """Why the log would refuse the next request now ("" if it would not), for /readyz: it
+        is full for a request the size of the last one it refused (until commits free a
+        segment), or a write failed within the last WRITE_FAILURE_HOLD_SECONDS (the disk
+        full: with no traffic, nothing else would tell when it has room again, so readiness
+        comes back after the hold and the next write tells)."""
+        if self._write_failed is not None:
+            failed_at, error = self._write_failed
+            ago = time.monotonic() - failed_at
+            if ago < WRITE_FAILURE_HOLD_SECONDS:
+                return f"a write failed {ago:.0f} s ago: {error}"
+        used = self.disk_bytes + self._queued_bytes
+        if used + max(self._refused_bytes, 1) > self.max_bytes:
+            return f"full: {used} of {self.max_bytes} bytes await their Delta commits"
+        return ""
 
     async def append(
         self, signal_code: int, payload: bytes, item: Any, commits: int, encoding: str = ""
@@ -218,11 +243,13 @@ class WriteAheadLog:
                     await loop.run_in_executor(self._io, self._write, records)
                 except OSError as exc:
                     log.error("WAL write failed: %s", exc)
+                    self._write_failed = (time.monotonic(), str(exc))
                     for waiting in batch:
                         waiting.future.set_exception(WalError(f"write-ahead log: {exc}"))
                         waiting.future.exception()
                     continue
                 self.next_position = first + len(batch)
+                self._write_failed = None
                 crash_point("wal-synced")
                 for record, waiting in zip(records, batch, strict=True):
                     self.expect(record.position, waiting.commits)

@@ -215,3 +215,40 @@ def test_a_write_the_disk_refused_leaves_nothing_behind_for_the_next_one(tmp_pat
         (2, b"c" * 100),
     ]
     assert segment is not None and segment.stat().st_size == 2 * (HEADER_BYTES + 100)
+
+
+def test_refusing_says_why_while_the_next_request_would_be_refused(tmp_path: Path) -> None:
+    """/readyz asks `refusing()`: a log that refuses requests for want of room, or whose last
+    write failed (the disk full), must not look ready, or a load balancer keeps sending it
+    traffic it answers 503. It is ready again once commits free room, and after a good write
+    (or WRITE_FAILURE_HOLD_SECONDS without one, when no traffic comes to tell)."""
+
+    async def scenario() -> None:
+        wal = new_log(tmp_path, segment_bytes=1 << 10, max_bytes=1 << 12)
+        wal.start()
+        assert wal.refusing() == ""
+        positions = [await wal.append(1, b"x" * 900, None, commits=1) for _ in range(4)]
+        # below max_bytes, but no room for a request like the one it refuses next
+        assert wal.disk_bytes < wal.max_bytes and wal.refusing() == ""
+        with pytest.raises(WalFullError):
+            await wal.append(1, b"y" * 900, None, commits=1)
+        assert wal.refusing().startswith("full:")
+        for position in positions:  # committed: their segments go
+            wal.committed([position])
+        assert wal.disk_bytes < 1 << 10 and wal.refusing() == ""
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        try:  # the next record goes to a new segment (this one has no room): none may grow
+            resource.setrlimit(resource.RLIMIT_FSIZE, (10, hard))
+            with pytest.raises(WalError):
+                await wal.append(1, b"z" * 100, None, commits=1)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, previous)
+        assert wal.refusing().startswith("a write failed 0 s ago")
+        await wal.append(1, b"z" * 100, None, commits=1)
+        assert wal.refusing() == ""
+        await wal.close()
+
+    asyncio.run(scenario())
