@@ -64,7 +64,10 @@ COMMIT_BYTES = Counter(
     "otel_delta_commit_bytes", "Arrow bytes of the rows committed to Delta, by table", ["table"]
 )
 COMMIT_FAILURES = Counter(
-    "otel_delta_commit_failures", "Failed Delta commit attempts, by table", ["table"]
+    "otel_delta_commit_failures",
+    "Commits of a group of requests that failed after every retry (held and retried later), by "
+    "table",
+    ["table"],
 )
 REJECTED_ROWS = Counter(
     "otel_delta_rejected_rows",
@@ -117,25 +120,5 @@ OPERATION_ROWS = Counter(
     ["table", "operation"],
 )
 
-
-# `otel-delta stream` (served on [stream] admin_endpoint)
-STREAM_BATCH_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-
-STREAM_BATCHES = Counter("otel_delta_stream_batches", "Micro-batches the stream committed")
-STREAM_MESSAGES = Counter(
-    "otel_delta_stream_messages", "Kafka messages the stream read and converted"
-)
-STREAM_ROWS = Counter("otel_delta_stream_rows", "Rows the stream appended, by table", ["table"])
-STREAM_DEAD_LETTERS = Counter(
-    "otel_delta_stream_dead_letters", "Kafka messages the stream moved to _dead_letters"
-)
-STREAM_REJECTED_ITEMS = Counter(
-    "otel_delta_stream_rejected_items", "Items admission refused inside otherwise good messages"
-)
-STREAM_BATCH_SECONDS = Histogram(
-    "otel_delta_stream_batch_duration_seconds",
-    "Duration of one micro-batch (convert and commit every table)",
-    buckets=STREAM_BATCH_BUCKETS,
-)
 
 __all__ = ["REGISTRY"]

@@ -18,17 +18,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client import Counter, Histogram
+
 from otel_delta.admin import Check, Gauge
-from otel_delta.metrics import (
-    STREAM_BATCH_SECONDS,
-    STREAM_BATCHES,
-    STREAM_DEAD_LETTERS,
-    STREAM_MESSAGES,
-    STREAM_REJECTED_ITEMS,
-    STREAM_ROWS,
-)
 
 log = logging.getLogger(__name__)
+
+# The stream job's series, on its own admin endpoint: defined here, where only `otel-delta
+# stream` loads them, so a bridge's /metrics does not carry them, always zero
+STREAM_BATCH_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+STREAM_BATCHES = Counter("otel_delta_stream_batches", "Micro-batches the stream committed")
+STREAM_MESSAGES = Counter(
+    "otel_delta_stream_messages", "Kafka messages the stream read and converted"
+)
+STREAM_ROWS = Counter("otel_delta_stream_rows", "Rows the stream appended, by table", ["table"])
+STREAM_DEAD_LETTERS = Counter(
+    "otel_delta_stream_dead_letters", "Kafka messages the stream moved to _dead_letters"
+)
+STREAM_REJECTED_ITEMS = Counter(
+    "otel_delta_stream_rejected_items", "Items admission refused inside otherwise good messages"
+)
+STREAM_BATCH_SECONDS = Histogram(
+    "otel_delta_stream_batch_duration_seconds",
+    "Duration of one micro-batch (convert and commit every table)",
+    buckets=STREAM_BATCH_BUCKETS,
+)
 
 
 def offsets(value: Any) -> dict[str, dict[str, int]]:
