@@ -42,10 +42,11 @@ async def serve(settings: Settings) -> None:
     keep_pandas_unloaded()  # 47 MiB the bridge has no use for (otel_delta/nopandas.py)
     heap.trim_every()  # freed request bodies leave the process (otel_delta/heap.py)
     # handlers first: a SIGTERM right after the "listening" line (or during the WAL replay)
-    # must still mean an orderly stop, not the default instant death
+    # must still mean an orderly stop, not the default instant death; so does SIGHUP (the
+    # terminal closed: there is no configuration reload to mean instead)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(signum, stop.set)
     bridge = Bridge(settings)
     await bridge.start()
