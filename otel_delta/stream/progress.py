@@ -88,6 +88,7 @@ class StreamStatus:
     processed_rate: float = 0.0  # messages/s processed in the last batch
     active: bool = False
     failure: str = ""
+    _last_idle: bool = False  # the last report taken in was of an idle trigger
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def batch_done(
@@ -106,11 +107,18 @@ class StreamStatus:
         if not progress:
             return False
         batch = int(progress.get("batchId", -1))
-        if batch <= self.last_batch:
+        idle = not int(progress.get("numInputRows") or 0)
+        # A report of an idle trigger carries the id of the next batch, which has not run yet;
+        # that batch's own report, once it has run, has the same id. So an id seen before is
+        # new again once, when the report seen was an idle one and this one is not.
+        if batch < self.last_batch or (
+            batch == self.last_batch and not (self._last_idle and not idle)
+        ):
             return False
         behind = lag(progress)
         with self._lock:
             self.last_batch = batch
+            self._last_idle = idle
             self.behind = {**{t: 0 for t in self.topics}, **behind}
             self.input_rate = _rate(progress.get("inputRowsPerSecond"))
             self.processed_rate = _rate(progress.get("processedRowsPerSecond"))

@@ -80,3 +80,23 @@ def test_ready_only_while_the_query_runs_without_failure() -> None:
     status.failure = "Kafka went away"
     [check] = status.checks()
     assert not check.ok and check.detail == "Kafka went away"
+
+
+def test_the_batch_after_an_idle_trigger_is_reported_though_its_id_was_seen() -> None:
+    """Spark reports an idle trigger (no new messages) under the id of the batch that has not
+    run yet; when messages arrive, that batch runs and is reported under the same id. Its lag
+    and rates must be taken in, not dropped as a report already seen."""
+    status = StreamStatus(TOPICS)
+    assert status.observe(report(7, {"spans": {"0": 30}}, {"spans": {"0": 30}}))
+    idle = report(8, {"spans": {"0": 30}}, {"spans": {"0": 30}}, messages=0)
+    assert status.observe(idle)
+    assert not status.observe(idle)  # polled again
+    assert not status.observe({**idle, "timestamp": "later"})  # the next idle report
+    ran = report(8, {"spans": {"0": 130}}, {"spans": {"0": 500}}, messages=100)
+    assert status.observe(ran)
+    assert not status.observe(ran)  # polled again
+    gauges = {(g.name, g.labels): g.value for g in status.gauges()}
+    assert gauges[("stream_last_batch_id", ())] == 8
+    assert gauges[("stream_messages_behind", ())] == 370
+    assert gauges[("stream_processed_messages_per_second", ())] == 250.0
+    assert status.observe(report(9, {"spans": {"0": 500}}, {"spans": {"0": 500}}))
