@@ -186,6 +186,10 @@ class SparkEngine:
     # --- operations ------------------------------------------------------------------------
 
     def conflicts(self) -> tuple[type[BaseException], ...]:
+        # delta-spark turns Delta's Java conflicts into these Python exceptions only once
+        # delta.exceptions.captured is loaded (nothing of delta-spark loads it): without it a
+        # conflict is a Py4JJavaError, never retried nor a ConcurrentModificationError.
+        import delta.exceptions.captured  # noqa: F401
         from delta import exceptions as conflicts
 
         return (

@@ -111,3 +111,15 @@ def test_table_created_by_plain_spark_is_writable_by_delta_rs(tmp_path: Path, sp
     assert canonical(DeltaTable(path).to_pyarrow_table()).equals(
         canonical(pa.concat_tables([data, data]))
     )
+
+
+def test_a_commit_conflict_in_the_jvm_is_one_the_engine_retries(tmp_path: Path, spark) -> None:
+    """Delta's conflicts (io.delta.exceptions.*) reach Python as the exceptions `conflicts()`
+    names, so the connector re-runs an operation that lost a race against an append (e.g. the
+    bridge's) and ends in ConcurrentModificationError, instead of a raw Py4JJavaError on the
+    first conflict. delta-spark converts them only once `delta.exceptions.captured` is loaded."""
+    retry_on = spark_writer(tmp_path, spark).conflicts()
+    jvm = spark.sparkContext._jvm
+    conflict = jvm.io.delta.exceptions.ConcurrentAppendException("Files were added")
+    with pytest.raises(retry_on):
+        jvm.scala.util.Failure(conflict).get()  # throws it, as a failed DELETE/MERGE would
