@@ -60,6 +60,14 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+def _check_path(value: str, what: str) -> str:
+    """A directory or URL that must be given: "" elsewhere in this file turns a thing off, but
+    an empty path would resolve to the directory the bridge runs in and write there."""
+    if not value.strip():
+        raise ValueError(f"must not be empty: name {what}")
+    return value
+
+
 def _check_host_port(value: str) -> str:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
@@ -175,6 +183,11 @@ class WalSettings(Section):
     # a record's payload length is 32 bits; bigger segments gain nothing
     segment_bytes: int = Field(64 * MIB, ge=64 * 1024, le=4 * GIB - 1)
 
+    @field_validator("dir")
+    @classmethod
+    def _given(cls, value: str) -> str:
+        return _check_path(value, "a directory")
+
     @model_validator(mode="after")
     def _segments_fit(self) -> WalSettings:
         # the newest segment is never deleted: a log no bigger than it could never take more
@@ -262,6 +275,11 @@ class DeltaLakeSettings(Section):
     storage: StorageSettings = StorageSettings()
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("table_path")
+    @classmethod
+    def _given(cls, value: str) -> str:
+        return _check_path(value, "a directory or a URL")
 
     @field_validator("partition_by")
     @classmethod

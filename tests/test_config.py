@@ -132,3 +132,29 @@ def test_a_token_from_a_file_or_secret_loses_its_trailing_newline(value: str, mo
     monkeypatch.setenv("OTEL_DELTA_TEST_TOKEN", " \n")
     with pytest.raises(ConfigError, match=r"receiver.auth.token_env: \$OTEL_DELTA_TEST_TOKEN"):
         AuthSettings(token_env="OTEL_DELTA_TEST_TOKEN").resolved_token()
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "env"),
+    [
+        ('[wal]\ndir = ""\n', "wal.dir", None),
+        ('[wal]\ndir = "  "\n', "wal.dir", None),
+        ('[deltalake]\ntable_path = ""\n', "deltalake.table_path", None),
+        ('[deltalake]\ntable_path = " \\t"\n', "deltalake.table_path", None),
+        ("", "wal.dir", ("OTEL_DELTA_WAL__DIR", "")),
+        ("", "deltalake.table_path", ("OTEL_DELTA_DELTALAKE__TABLE_PATH", " ")),
+    ],
+)
+def test_an_empty_path_is_refused_not_taken_as_the_current_directory(
+    tmp_path: Path, monkeypatch, text: str, key: str, env: tuple[str, str] | None
+) -> None:
+    """Empty turns an endpoint off elsewhere in the file; an empty path meant the directory
+    the bridge runs in (segments, lock and tables written there), which nobody asks for."""
+    config = tmp_path / "c.toml"
+    config.write_text(text)
+    if env is not None:
+        monkeypatch.setenv(*env)
+    with pytest.raises(ConfigError) as err:
+        load_settings(config)
+    message = str(err.value)
+    assert f"{key} (" in message and "must not be empty" in message and "\n" not in message
