@@ -8,6 +8,7 @@ Any problem becomes a `ConfigError` whose message is one line naming the key.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import tomllib
 from pathlib import Path
@@ -65,6 +66,15 @@ def _check_path(value: str, what: str) -> str:
     an empty path would resolve to the directory the bridge runs in and write there."""
     if not value.strip():
         raise ValueError(f"must not be empty: name {what}")
+    return value
+
+
+def _option_text(value: Any) -> Any:
+    """A TOML (or JSON) boolean or number as the string an object-store option holds."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        return str(value)
     return value
 
 
@@ -264,6 +274,16 @@ class StorageSettings(Section):
     file_size_max: int = Field(256 * MIB, gt=0, le=64 * GIB)
     min_file_size: int = Field(64 * MIB, gt=0, le=64 * GIB)
     options: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _as_strings(cls, value: Any) -> Any:
+        """delta-rs (object_store) takes every option as a string, "true" and "30" included;
+        TOML's own booleans and numbers (`AWS_ALLOW_HTTP = true`, as one writes it) are
+        passed as that text instead of refused. Tables and arrays stay errors."""
+        if not isinstance(value, dict):
+            return value
+        return {key: _option_text(option) for key, option in value.items()}
 
 
 class DeltaLakeSettings(Section):

@@ -158,3 +158,30 @@ def test_an_empty_path_is_refused_not_taken_as_the_current_directory(
         load_settings(config)
     message = str(err.value)
     assert f"{key} (" in message and "must not be empty" in message and "\n" not in message
+
+
+def test_storage_options_take_toml_booleans_and_numbers_as_the_strings_delta_rs_reads(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """object_store's options are strings; `AWS_ALLOW_HTTP = true` (a TOML boolean, as one
+    writes it) was refused with 'Input should be a valid string'."""
+    config = tmp_path / "c.toml"
+    config.write_text(
+        "[deltalake.storage.options]\nAWS_ALLOW_HTTP = true\n"
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST = false\nAWS_MAX_RETRIES = 3\nRATIO = 0.5\n"
+        'AWS_REGION = "eu-west-1"\n'
+    )
+    options = load_settings(config).deltalake.storage.options
+    assert options == {
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+        "AWS_MAX_RETRIES": "3",
+        "RATIO": "0.5",
+        "AWS_REGION": "eu-west-1",
+    }
+    monkeypatch.setenv("OTEL_DELTA_DELTALAKE__STORAGE__OPTIONS", '{"AWS_MAX_RETRIES": 5}')
+    assert load_settings(config).deltalake.storage.options["AWS_MAX_RETRIES"] == "5"
+    config.write_text("[deltalake.storage.options]\nAWS_REGION = [1]\n")
+    monkeypatch.delenv("OTEL_DELTA_DELTALAKE__STORAGE__OPTIONS")
+    with pytest.raises(ConfigError, match=r"deltalake\.storage\.options\.AWS_REGION"):
+        load_settings(config)
