@@ -160,6 +160,33 @@ def test_an_empty_path_is_refused_not_taken_as_the_current_directory(
     assert f"{key} (" in message and "must not be empty" in message and "\n" not in message
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "example"),
+    [
+        ("OTEL_DELTA_DELTALAKE__PARTITION_BY", "service_name", '["service_name","date"]'),
+        ("OTEL_DELTA_DELTALAKE__STORAGE__OPTIONS", "{AWS_REGION: eu-west-1}", '{"AWS_REGION"'),
+        ("otel_delta_spark__conf", "spark.cores.max=8", "{"),
+        ("OTEL_DELTA_BUFFER", "max_rows=10", "{"),
+    ],
+)
+def test_a_variable_that_is_not_json_is_named_with_what_is_expected(
+    tmp_path: Path, monkeypatch, variable: str, value: str, example: str
+) -> None:
+    """A list, table or section set from the environment is read as JSON; pydantic-settings
+    reported only 'error parsing value for field "deltalake" from source "EnvSettingsSource"',
+    naming neither the variable nor what it should hold."""
+    config = tmp_path / "c.toml"
+    config.write_text("")
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as err:
+        load_settings(config)
+    message = str(err.value)
+    assert f"${variable}" in message and "JSON" in message and example in message, message
+    assert "\n" not in message
+    # a list is shown as given; a table or section may hold credentials, so it is not
+    assert (repr(value) in message) == variable.endswith("PARTITION_BY")
+
+
 def test_storage_options_take_toml_booleans_and_numbers_as_the_strings_delta_rs_reads(
     tmp_path: Path, monkeypatch
 ) -> None:
