@@ -7,11 +7,13 @@ Any problem becomes a `ConfigError` whose message is one line naming the key.
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_origin
 
 from pydantic import (
     BaseModel,
@@ -58,6 +60,23 @@ COMPATIBILITY_KEYS: tuple[tuple[str, ...], ...] = (
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _check_path(value: str, what: str) -> str:
+    """A directory or URL that must be given: "" elsewhere in this file turns a thing off, but
+    an empty path would resolve to the directory the bridge runs in and write there."""
+    if not value.strip():
+        raise ValueError(f"must not be empty: name {what}")
+    return value
+
+
+def _option_text(value: Any) -> Any:
+    """A TOML (or JSON) boolean or number as the string an object-store option holds."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        return str(value)
+    return value
 
 
 def _check_host_port(value: str) -> str:
@@ -175,6 +194,11 @@ class WalSettings(Section):
     # a record's payload length is 32 bits; bigger segments gain nothing
     segment_bytes: int = Field(64 * MIB, ge=64 * 1024, le=4 * GIB - 1)
 
+    @field_validator("dir")
+    @classmethod
+    def _given(cls, value: str) -> str:
+        return _check_path(value, "a directory")
+
     @model_validator(mode="after")
     def _segments_fit(self) -> WalSettings:
         # the newest segment is never deleted: a log no bigger than it could never take more
@@ -252,6 +276,16 @@ class StorageSettings(Section):
     min_file_size: int = Field(64 * MIB, gt=0, le=64 * GIB)
     options: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("options", mode="before")
+    @classmethod
+    def _as_strings(cls, value: Any) -> Any:
+        """delta-rs (object_store) takes every option as a string, "true" and "30" included;
+        TOML's own booleans and numbers (`AWS_ALLOW_HTTP = true`, as one writes it) are
+        passed as that text instead of refused. Tables and arrays stay errors."""
+        if not isinstance(value, dict):
+            return value
+        return {key: _option_text(option) for key, option in value.items()}
+
 
 class DeltaLakeSettings(Section):
     table_path: str = "./lakehouse"
@@ -262,6 +296,11 @@ class DeltaLakeSettings(Section):
     storage: StorageSettings = StorageSettings()
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("table_path")
+    @classmethod
+    def _given(cls, value: str) -> str:
+        return _check_path(value, "a directory or a URL")
 
     @field_validator("partition_by")
     @classmethod
@@ -422,6 +461,57 @@ def _describe(error: dict[str, Any], file: Path) -> str:
     return f"{where}: {message}"
 
 
+# what a variable holding a list, a table or a whole section looks like, for the error line
+JSON_EXAMPLES = {
+    "deltalake.partition_by": '["service_name","date"]',
+    "deltalake.storage.options": '{"AWS_REGION":"eu-west-1","AWS_ALLOW_HTTP":"true"}',
+}
+
+
+def _env_annotation(parts: list[str]) -> Any:
+    """The type of the key an environment variable sets (its name split at "__", after the
+    prefix), or None if it names no key or a key inside a table (a plain string)."""
+    model: type[BaseModel] = Settings
+    annotation: Any = None
+    for index, part in enumerate(parts):
+        fields = {f.alias or name: f for name, f in model.model_fields.items()}
+        if part not in fields:
+            return None
+        annotation = fields[part].annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+        elif index < len(parts) - 1:
+            return None
+    return annotation
+
+
+def _not_json_variable() -> str | None:
+    """The line for an environment variable that must hold JSON and does not.
+
+    pydantic-settings reads a variable for a list, a table or a whole section as JSON, and
+    reports one that is not JSON only as 'error parsing value for field "deltalake" from
+    source "EnvSettingsSource"', naming neither the variable nor what it should hold."""
+    prefix = str(Settings.model_config.get("env_prefix", ""))
+    for variable, value in os.environ.items():
+        if not variable.upper().startswith(prefix.upper()):
+            continue
+        parts = variable[len(prefix) :].lower().split("__")
+        annotation = _env_annotation(parts)
+        origin = get_origin(annotation)
+        section = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        if origin not in (list, dict) and not section:
+            continue
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            key = ".".join(parts)
+            example = JSON_EXAMPLES.get(key, '["value"]' if origin is list else '{"key":"value"}')
+            # a table or a section may hold credentials (storage options): not echoed
+            got = f"got {value!r}" if origin is list else "not JSON"
+            return f"{key} (${variable}): expected a JSON value, e.g. {example} ({got}: {exc})"
+    return None
+
+
 def load_settings(path: str | Path | None = None) -> Settings:
     """Settings from `path` (default: ./deltalake.toml if present) plus the environment."""
     explicit = path is not None
@@ -442,7 +532,8 @@ def load_settings(path: str | Path | None = None) -> Settings:
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ConfigError(f"config error: {first}{more}") from None
     except SettingsError as exc:
-        raise ConfigError(f"config error: {exc}".splitlines()[0]) from None
+        named = _not_json_variable()
+        raise ConfigError(f"config error: {named or exc}".splitlines()[0]) from None
     for key in compatibility_keys_set(settings):
         log.warning("config: %s is accepted for compatibility but has no effect", key)
     return settings

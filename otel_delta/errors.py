@@ -99,6 +99,17 @@ class TableNotFoundError(OtelDeltaError):
         self.uri = uri
 
 
+class TableUnreadableError(OtelDeltaError):
+    """A table is there but its Delta log cannot be read (damaged, or its store refuses):
+    what it holds is unknown, so nothing that depends on it can go on (e.g. the write-ahead
+    log's replay, which must know what each table already holds)."""
+
+    def __init__(self, name: str, uri: str, cause: str) -> None:
+        super().__init__(f"table {name!r} at {uri} cannot be read: {cause}")
+        self.name = name
+        self.uri = uri
+
+
 class SchemaMismatchError(OtelDeltaError):
     """Records or a schema change do not fit the table; a breaking change is never applied."""
 

@@ -280,3 +280,62 @@ def test_failed_tls_handshakes_leave_the_json_log_json(tmp_path: Path, monkeypat
     not_json = [line for line in lines if not line.startswith("{")]
     assert not not_json, not_json
     assert all({"time", "level", "logger", "message"} <= set(json.loads(x)) for x in lines)
+
+
+def damage(table: Path) -> None:
+    """A table whose first commit is not JSON, as a torn copy or a stray write leaves it."""
+    (table / "_delta_log").mkdir(parents=True, exist_ok=True)
+    (table / "_delta_log" / "00000000000000000000.json").write_text("garbage, not a commit\n")
+
+
+def test_a_damaged_table_does_not_stop_a_start_with_nothing_to_replay(tmp_path: Path) -> None:
+    """An empty write-ahead log has nothing to replay into any table: none is read at start,
+    and the other tables take their rows."""
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
+
+    from tests import corpus
+
+    lake = tmp_path / "lake"
+    damage(lake / "spans")
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'{LOOPBACK}[deltalake]\ntable_path = "{lake}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    server = ServeProcess(config)
+    try:
+        logs = logs_service_pb2_grpc.LogsServiceStub(grpc.insecure_channel(server.endpoint))
+        logs.Export(corpus.logs_request(), timeout=30)
+    finally:
+        assert server.stop() == 0
+    assert read_table(lake, "logs").num_rows == len(
+        [
+            r
+            for rl in corpus.logs_request().resource_logs
+            for s in rl.scope_logs
+            for r in s.log_records
+        ]
+    )
+
+
+def test_a_damaged_table_with_records_to_replay_is_one_clear_line(tmp_path: Path) -> None:
+    """Replay must know what each table holds; one that cannot be read stops the start with a
+    line naming it and delta-rs's error, not a traceback with a Rust backtrace."""
+    lake = tmp_path / "lake"
+    config = tmp_path / "deltalake.toml"
+    # acknowledged once logged; a flush interval far longer than the test: nothing committed
+    config.write_text(
+        f'{LOOPBACK}[buffer]\nflush_interval_seconds = 600\n[deltalake]\ntable_path = "{lake}"\n'
+        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    server = ServeProcess(config)
+    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
+    stub.Export(one_span_request(1), timeout=30)
+    server.kill9()
+    damage(lake / "spans")
+    result = run_serve(config)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "table 'spans'" in lines[0] and "cannot be read" in lines[0], lines[0]
+    assert "Json error" in lines[0], lines[0]
+    assert "Traceback" not in result.stderr

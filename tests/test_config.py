@@ -132,3 +132,83 @@ def test_a_token_from_a_file_or_secret_loses_its_trailing_newline(value: str, mo
     monkeypatch.setenv("OTEL_DELTA_TEST_TOKEN", " \n")
     with pytest.raises(ConfigError, match=r"receiver.auth.token_env: \$OTEL_DELTA_TEST_TOKEN"):
         AuthSettings(token_env="OTEL_DELTA_TEST_TOKEN").resolved_token()
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "env"),
+    [
+        ('[wal]\ndir = ""\n', "wal.dir", None),
+        ('[wal]\ndir = "  "\n', "wal.dir", None),
+        ('[deltalake]\ntable_path = ""\n', "deltalake.table_path", None),
+        ('[deltalake]\ntable_path = " \\t"\n', "deltalake.table_path", None),
+        ("", "wal.dir", ("OTEL_DELTA_WAL__DIR", "")),
+        ("", "deltalake.table_path", ("OTEL_DELTA_DELTALAKE__TABLE_PATH", " ")),
+    ],
+)
+def test_an_empty_path_is_refused_not_taken_as_the_current_directory(
+    tmp_path: Path, monkeypatch, text: str, key: str, env: tuple[str, str] | None
+) -> None:
+    """Empty turns an endpoint off elsewhere in the file; an empty path meant the directory
+    the bridge runs in (segments, lock and tables written there), which nobody asks for."""
+    config = tmp_path / "c.toml"
+    config.write_text(text)
+    if env is not None:
+        monkeypatch.setenv(*env)
+    with pytest.raises(ConfigError) as err:
+        load_settings(config)
+    message = str(err.value)
+    assert f"{key} (" in message and "must not be empty" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "example"),
+    [
+        ("OTEL_DELTA_DELTALAKE__PARTITION_BY", "service_name", '["service_name","date"]'),
+        ("OTEL_DELTA_DELTALAKE__STORAGE__OPTIONS", "{AWS_REGION: eu-west-1}", '{"AWS_REGION"'),
+        ("otel_delta_spark__conf", "spark.cores.max=8", "{"),
+        ("OTEL_DELTA_BUFFER", "max_rows=10", "{"),
+    ],
+)
+def test_a_variable_that_is_not_json_is_named_with_what_is_expected(
+    tmp_path: Path, monkeypatch, variable: str, value: str, example: str
+) -> None:
+    """A list, table or section set from the environment is read as JSON; pydantic-settings
+    reported only 'error parsing value for field "deltalake" from source "EnvSettingsSource"',
+    naming neither the variable nor what it should hold."""
+    config = tmp_path / "c.toml"
+    config.write_text("")
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as err:
+        load_settings(config)
+    message = str(err.value)
+    assert f"${variable}" in message and "JSON" in message and example in message, message
+    assert "\n" not in message
+    # a list is shown as given; a table or section may hold credentials, so it is not
+    assert (repr(value) in message) == variable.endswith("PARTITION_BY")
+
+
+def test_storage_options_take_toml_booleans_and_numbers_as_the_strings_delta_rs_reads(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """object_store's options are strings; `AWS_ALLOW_HTTP = true` (a TOML boolean, as one
+    writes it) was refused with 'Input should be a valid string'."""
+    config = tmp_path / "c.toml"
+    config.write_text(
+        "[deltalake.storage.options]\nAWS_ALLOW_HTTP = true\n"
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST = false\nAWS_MAX_RETRIES = 3\nRATIO = 0.5\n"
+        'AWS_REGION = "eu-west-1"\n'
+    )
+    options = load_settings(config).deltalake.storage.options
+    assert options == {
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+        "AWS_MAX_RETRIES": "3",
+        "RATIO": "0.5",
+        "AWS_REGION": "eu-west-1",
+    }
+    monkeypatch.setenv("OTEL_DELTA_DELTALAKE__STORAGE__OPTIONS", '{"AWS_MAX_RETRIES": 5}')
+    assert load_settings(config).deltalake.storage.options["AWS_MAX_RETRIES"] == "5"
+    config.write_text("[deltalake.storage.options]\nAWS_REGION = [1]\n")
+    monkeypatch.delenv("OTEL_DELTA_DELTALAKE__STORAGE__OPTIONS")
+    with pytest.raises(ConfigError, match=r"deltalake\.storage\.options\.AWS_REGION"):
+        load_settings(config)

@@ -7,11 +7,18 @@ version; only the rest is buffered again — exactly once, whichever moment the 
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 
 from otel_delta.buffer import GroupCommitBuffer
-from otel_delta.errors import InvalidRequestError, RequestTooLargeError, TableNotFoundError
+from otel_delta.errors import (
+    InvalidRequestError,
+    OtelDeltaError,
+    RequestTooLargeError,
+    TableNotFoundError,
+    TableUnreadableError,
+)
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.pipeline.body import logged_protobuf
 from otel_delta.pipeline.decode import Decoder
@@ -31,13 +38,28 @@ class ReplayReport:
 
 
 def committed_positions(lakehouse: Lakehouse, app_id: str) -> dict[str, int]:
-    """Per table, the highest WAL position whose rows it holds (0: none)."""
+    """Per table, the highest WAL position whose rows it holds (0: none).
+
+    A table that is there but cannot be read is TableUnreadableError, naming it: replaying
+    without knowing what it holds could store its rows twice, so the bridge does not start.
+    """
     versions = {}
     for name in TABLES:
         try:
             version = lakehouse.open_table(name).transaction_version(app_id)
         except TableNotFoundError:
             version = None
+        except OtelDeltaError:
+            raise
+        except Exception as exc:  # delta-rs: a damaged log, a store that refuses
+            # its first line: delta-rs appends a Rust backtrace to the message
+            cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise TableUnreadableError(
+                name,
+                lakehouse.uri(name),
+                f"{cause} (the write-ahead log holds records to replay, and which of them "
+                "this table already holds cannot be known without it)",
+            ) from None
         versions[name] = version or 0
     return versions
 
@@ -45,12 +67,21 @@ def committed_positions(lakehouse: Lakehouse, app_id: str) -> dict[str, int]:
 async def replay(
     wal: WriteAheadLog, decoder: Decoder, buffer: GroupCommitBuffer, lakehouse: Lakehouse
 ) -> ReplayReport:
+    """Buffer again what the log holds and the tables do not. A log without records (every
+    record committed at the last stop, or a new log) reads no table: one damaged table does
+    not stop a bridge that has nothing to replay into it (its commits fail, and are answered
+    so, while the other tables take theirs). Such a log kept its next position in its one
+    segment's name (wal/log.py), so the guard below is only needed when there are records."""
     report = ReplayReport()
+    records = wal.replay()
+    first = next(records, None)
+    if first is None:
+        return report
     done = committed_positions(lakehouse, wal.app_id)
     # positions never go back below what Delta holds (e.g. a WAL directory restored from an
     # older copy): a reused position would be skipped as committed
     wal.next_position = max(wal.next_position, max(done.values(), default=0) + 1)
-    for record in wal.replay():
+    for record in itertools.chain((first,), records):
         report.records += 1
         signal = SIGNALS_BY_CODE.get(record.signal_code)
         try:

@@ -16,6 +16,7 @@ most that much here, the rest waits in the client.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -26,7 +27,13 @@ from grpc_health.v1.health import aio as health_aio
 
 from otel_delta.auth import BearerToken
 from otel_delta.config import ReceiverSettings
-from otel_delta.errors import InvalidRequestError, UnauthenticatedError
+from otel_delta.errors import (
+    ClientDisconnectedError,
+    InvalidRequestError,
+    OtelDeltaError,
+    RequestTooLargeError,
+    UnauthenticatedError,
+)
 from otel_delta.net import bind, bound_endpoint
 from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
 from otel_delta.pipeline.body import Body
@@ -75,8 +82,37 @@ async def request_message(context: grpc.aio.ServicerContext, limit: int) -> Body
     the client compressed it (the server leaves that to us: transports/encoding.py)."""
     message = await context.read()
     if message is grpc.aio.EOF:
-        raise InvalidRequestError("the Export call carried no request message")
+        raise await no_message(context, limit)
     return await grpc_message(message, limit)
+
+
+async def no_message(context: grpc.aio.ServicerContext, limit: int) -> OtelDeltaError:
+    """Why a read gave no message, as far as gRPC lets us know.
+
+    gRPC reads the message only now and refuses one over its max_receive_message_length
+    itself: it answers the client RESOURCE_EXHAUSTED, ends the call and gives us the same EOF
+    as a client that half-closed without a message. What tells them apart is the call's
+    state: a client that half-closed is still there for an answer, the refused call is over
+    (sending anything fails, or gRPC cancels this task). Over as well is a call whose
+    client's deadline passed as its message arrived (client_disconnected); a client that
+    cancelled mid-message cannot be told from a refused one and is counted as too large.
+    """
+    try:
+        await context.send_initial_metadata(())
+    except grpc.aio.InternalError:  # the batch failed: the call is over
+        pass
+    except asyncio.CancelledError:  # gRPC ended the call while this task was reading it
+        task = asyncio.current_task()
+        if task is None or task.uncancel():
+            raise  # cancelled for another reason too (e.g. the bridge stopping)
+    else:
+        return InvalidRequestError("the Export call carried no request message")
+    if context.time_remaining() == 0:
+        return ClientDisconnectedError("the client's deadline passed before its request arrived")
+    return RequestTooLargeError(
+        f"gRPC refused the request message: over the limit of {limit} bytes "
+        "(receiver.max_receive_message_bytes)"
+    )
 
 
 def generic_handlers(

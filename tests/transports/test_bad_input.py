@@ -17,10 +17,18 @@ from opentelemetry.proto.logs.v1 import logs_pb2
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1 import trace_pb2
+from prometheus_client import REGISTRY
 
 from otel_delta.convert.to_otlp import spans_from_arrow
 from otel_delta.errors import ConfigError
-from tests.helpers import RunningBridge, make_settings, read_table, running_bridge, table_exists
+from tests.helpers import (
+    RunningBridge,
+    make_settings,
+    read_table,
+    running_bridge,
+    table_exists,
+    wait_until,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -55,11 +63,13 @@ def test_a_call_without_a_request_message_is_invalid_argument(bridge, lakehouse)
     # Export is served as a client stream (its one message is read once the request has a
     # slot), so a client can open the call and half-close it without sending a message
     channel = bridge.channel()
+    invalid = refused("invalid_request")
     empty = channel.stream_unary(TRACE_EXPORT)
     with pytest.raises(grpc.RpcError) as err:
         empty(iter(()), timeout=30)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "no request message" in err.value.details()
+    assert refused("invalid_request") == invalid + 1
     traces, _, _ = bridge.stubs(channel)
     traces.Export(trace_request(span("after")), timeout=30)
     assert read_table(lakehouse, "spans").column("name").to_pylist() == ["after"]
@@ -243,6 +253,11 @@ def test_unwritable_lakehouse_is_refused_at_start(tmp_path) -> None:
         RunningBridge(make_settings(blocker / "lake"))
 
 
+def refused(reason: str) -> float:
+    labels = {"transport": "grpc", "signal": "traces", "reason": reason}
+    return REGISTRY.get_sample_value("otel_delta_receiver_refused_requests_total", labels) or 0
+
+
 def test_message_over_the_receive_limit_is_refused(tmp_path) -> None:
     settings = make_settings(tmp_path)
     settings = settings.model_copy(
@@ -256,9 +271,16 @@ def test_message_over_the_receive_limit_is_refused(tmp_path) -> None:
         big = trace_request(
             span("big", attributes=[KeyValue(key="k", value=AnyValue(string_value="v" * 4096))])
         )
+        too_large, invalid = refused("request_too_large"), refused("invalid_request")
         with pytest.raises(grpc.RpcError) as err:
             traces.Export(big)
+        # gRPC itself refuses the message (its max_receive_message_length); the call is
+        # counted for what it was, not as a call that carried no message
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "larger than max" in err.value.details()
+        # counted as the handler ends, which may be after gRPC answered the client
+        wait_until(lambda: refused("request_too_large") == too_large + 1, what="the count")
+        assert refused("invalid_request") == invalid
         # compressed under the limit, over it once inflated: the limit holds for what it holds
         zipped, _, _ = bridge.stubs(bridge.channel(compression=grpc.Compression.Gzip))
         with pytest.raises(grpc.RpcError) as err:
