@@ -37,11 +37,14 @@ class ReplayReport:
     unreadable: int = 0  # records that no longer convert (dropped, logged)
 
 
-def committed_positions(lakehouse: Lakehouse, app_id: str) -> dict[str, int]:
+def committed_positions(
+    lakehouse: Lakehouse, app_id: str, skip_unreadable: bool = False
+) -> dict[str, int]:
     """Per table, the highest WAL position whose rows it holds (0: none).
 
     A table that is there but cannot be read is TableUnreadableError, naming it: replaying
     without knowing what it holds could store its rows twice, so the bridge does not start.
+    With `skip_unreadable` (nothing to replay) it is left out, with a warning.
     """
     versions = {}
     for name in TABLES:
@@ -54,6 +57,9 @@ def committed_positions(lakehouse: Lakehouse, app_id: str) -> dict[str, int]:
         except Exception as exc:  # delta-rs: a damaged log, a store that refuses
             # its first line: delta-rs appends a Rust backtrace to the message
             cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if skip_unreadable:
+                log.warning("table %r at %s cannot be read: %s", name, lakehouse.uri(name), cause)
+                continue
             raise TableUnreadableError(
                 name,
                 lakehouse.uri(name),
@@ -67,20 +73,20 @@ def committed_positions(lakehouse: Lakehouse, app_id: str) -> dict[str, int]:
 async def replay(
     wal: WriteAheadLog, decoder: Decoder, buffer: GroupCommitBuffer, lakehouse: Lakehouse
 ) -> ReplayReport:
-    """Buffer again what the log holds and the tables do not. A log without records (every
-    record committed at the last stop, or a new log) reads no table: one damaged table does
-    not stop a bridge that has nothing to replay into it (its commits fail, and are answered
-    so, while the other tables take theirs). Such a log kept its next position in its one
-    segment's name (wal/log.py), so the guard below is only needed when there are records."""
+    """Buffer again what the log holds and the tables do not. With a log without records
+    (every record committed at the last stop, or a new log), a table that cannot be read is
+    skipped with a warning: one damaged table does not stop a bridge that has nothing to
+    replay into it (its commits fail, and are answered so, while the other tables take
+    theirs)."""
     report = ReplayReport()
     records = wal.replay()
     first = next(records, None)
-    if first is None:
-        return report
-    done = committed_positions(lakehouse, wal.app_id)
+    done = committed_positions(lakehouse, wal.app_id, skip_unreadable=first is None)
     # positions never go back below what Delta holds (e.g. a WAL directory restored from an
     # older copy): a reused position would be skipped as committed
     wal.next_position = max(wal.next_position, max(done.values(), default=0) + 1)
+    if first is None:
+        return report
     for record in itertools.chain((first,), records):
         report.records += 1
         signal = SIGNALS_BY_CODE.get(record.signal_code)
