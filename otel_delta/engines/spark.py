@@ -17,6 +17,7 @@ import pyarrow as pa
 from deltalake import Transaction
 
 from otel_delta.engines.base import rows_rejected
+from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.sql import quote_identifier
@@ -26,9 +27,7 @@ from otel_delta.tables.versions import retired
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
-LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 ANSI_MODE = "spark.sql.ansi.enabled"
 
@@ -238,25 +237,14 @@ class SparkEngine:
         return frame.collect()[0]["metrics"].asDict(recursive=True)
 
     def vacuum(self, table_name: str, retention_hours: int, dry_run: bool) -> list[str]:
-        """Spark lists the files only in a dry run, so list first, then vacuum."""
-        spark = self.session
-        previous = spark.conf.get(RETENTION_CHECK, "true")
-        previous_listing = spark.conf.get(LISTING_PARALLELISM, "10000")
-        spark.conf.set(RETENTION_CHECK, "false")  # the caller chose the retention explicitly
-        # VACUUM spreads its file listing over this many tasks (default 10000): far too many
-        # for one table directory on a small cluster
-        spark.conf.set(LISTING_PARALLELISM, str(max(8, spark.sparkContext.defaultParallelism * 4)))
-        try:
-            rows = spark.sql(
-                f"VACUUM {self._path_sql(table_name)} RETAIN {int(retention_hours)} HOURS DRY RUN"
-            ).collect()
-            files = [row["path"] for row in rows]
-            if not dry_run and files:
-                self._delta_table(table_name).vacuum(float(retention_hours))
-            return files
-        finally:
-            spark.conf.set(RETENTION_CHECK, previous)
-            spark.conf.set(LISTING_PARALLELISM, previous_listing)
+        """Through delta-rs, as the delta-rs engine vacuums (engines/vacuum.py: one vacuum
+        for both engines, deleting and counting the same files). Spark's own VACUUM differs
+        twice: its default (FULL) deletes files no commit references once they are as old as
+        the retention, so RETAIN 0 HOURS beside a serving bridge deleted the files of a commit
+        about to land; and its LITE refuses a table whose early log entries were cleaned up
+        (DELTA_CANNOT_VACUUM_LITE), as scheduled maintenance does."""
+        table = self.lakehouse.open_table(table_name)
+        return vacuum_files(self.lakehouse, table_name, table, retention_hours, dry_run)
 
     def restore(self, table_name: str, target: int | datetime) -> tuple[int, int]:
         table = self._delta_table(table_name)

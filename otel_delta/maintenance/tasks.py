@@ -7,8 +7,9 @@ of spans and logs are sorted by trace id across their files once (again only if 
 later), the rest of the closed partitions get delta-rs's bin-packing, and today's partition,
 where the receiver appends, gets the clustered compaction of files older than a minimum age
 (compaction.py); all are dataChange=false rewrites that concurrent appends commit around;
-vacuum only deletes files already removed from the table (never delta-rs's "full" mode, which
-could delete the files of a commit in flight); retention deletes whole expired date partitions.
+vacuum deletes files removed from the table, and files no commit references only once a week
+old (engines/vacuum.py: a younger one could belong to a commit in flight); retention deletes
+whole expired date partitions.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ writes the rows itself, one file per table and partition (otel_delta.engines.dat
 table's layout, statistics as delta-rs records them), and returns only the files'
 descriptions: the rows never pass through the JVM, and the driver commits each table's files
 in one delta-rs commit. Files of a batch that is never committed (a crash before the commit)
-are referenced by no log entry; vacuum removes them.
+are referenced by no log entry; vacuum removes them once a week old (engines/vacuum.py).
 
 A message that does not parse (or whose conversion fails) becomes a `_dead_letters` row:
 `file` = "kafka://<topic>/<partition>", `offset` = its Kafka offset, `line` = NULL, `reason` =

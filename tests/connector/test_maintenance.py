@@ -167,6 +167,32 @@ def test_vacuum_counts_only_the_files_it_removed(spans, lake_path) -> None:
     assert (start.operation, start.metrics["numFilesToDelete"]) == ("VACUUM START", len(gone))
 
 
+def test_vacuum_deletes_uncommitted_files_only_once_they_are_a_week_old(spans, lake_path) -> None:
+    """A writer that dies between writing its files and committing them (the bridge, the
+    stream, a compaction) leaves files no commit references: vacuum deletes them, but only past
+    max(retention, 168 h) whatever the retention, for a younger one may belong to a commit in
+    flight (VACUUM RETAIN 0 HOURS beside a serving bridge would delete rows it acknowledged)."""
+    import os
+    import time
+
+    table = lake_path / "spans"
+    partition = next(p for p in table.glob("service_name=*/date=*") if p.is_dir())
+    young = partition / "part-in-flight.zstd.parquet"
+    old = partition / "part-left-by-a-crash.zstd.parquet"
+    for orphan in (young, old):
+        orphan.write_bytes(b"PAR1 not committed")
+    eight_days_ago = time.time() - 8 * 24 * 3600
+    os.utime(old, (eight_days_ago, eight_days_ago))
+    relative = str(old.relative_to(table))
+
+    assert spans.vacuum(retention_hours=0, dry_run=True).files == [relative]
+    assert spans.vacuum(dry_run=True).files == [relative]  # the default retention: 168 h
+    removed = spans.vacuum(retention_hours=0)
+    assert removed.files == [relative]
+    assert not old.exists() and young.exists()
+    assert spans.query().count() == data.TOTAL_SPANS + 4  # every committed file is there
+
+
 def test_restore_brings_back_old_rows(spans) -> None:
     version = spans.version()
     original = rows(spans)
