@@ -194,8 +194,10 @@ def merge_keys(
     merge_key: Sequence[str] | str | None,
     partition_columns: Sequence[str],
 ) -> list:
-    """The key columns, checked; the table's partition columns join a default key (they are
-    derived from the row, and prune the merge)."""
+    """The key columns, checked; the table's partition columns join the default key (they
+    are derived from the row, and prune the merge), not a key the caller names, however it is
+    spelled (a list, a tuple or "a, b")."""
+    default = merge_key is None
     if isinstance(merge_key, str):
         merge_key = [k.strip() for k in merge_key.split(",")]
     if merge_key is None:
@@ -221,7 +223,7 @@ def merge_keys(
             raise SchemaMismatchError(
                 f"merge key {key!r} must be a scalar column", expected="scalar", actual=str(type_)
             )
-    if table_name in DEFAULT_MERGE_KEYS and merge_key == DEFAULT_MERGE_KEYS[table_name]:
+    if default:
         keys = [k for k in partition_columns if k in schema.names and k not in keys] + keys
     return keys
 
