@@ -339,6 +339,8 @@ class _Parser:
             if not isinstance(raw, str):
                 raise bad
             value = raw
+            if column.key is None and column.name in _HEX_ID_COLUMNS and _HEX.fullmatch(raw):
+                value = raw.lower()  # as the tables hold ids, and as `trace()` takes them
         elif pa.types.is_boolean(type_):
             if not isinstance(raw, bool):
                 raise bad
@@ -381,6 +383,10 @@ class _Parser:
         return Value(value, type_)
 
 
+# ids the tables hold as lowercase hex (OTLP/JSON's form): a literal in upper case, as some
+# UIs and logs print them, is the same id, not a value no row has
+_HEX_ID_COLUMNS = frozenset({"trace_id", "span_id", "parent_span_id"})
+_HEX = re.compile(r"[0-9a-fA-F]+")
 # a string literal that is a number, for a numeric column (no inf/nan, no thousands separators)
 _INTEGER = re.compile(r"[+-]?\d+")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")

@@ -79,6 +79,16 @@ def test_literals_are_coerced_to_the_column_type() -> None:
     for not_a_number in ("'1,000'", "'1e6x'", "'inf'", "''"):
         with pytest.raises(InvalidPredicateError):
             parse(f"duration_ns > {not_a_number}")
+    # ids are stored as lowercase hex: an upper-case one is the same id (it matched no row)
+    assert parse("trace_id = '0AF7651916CD43DD8448EB211C80319C'").value.value == (
+        "0af7651916cd43dd8448eb211c80319c"
+    )
+    assert [v.value for v in parse("span_id IN ('00F067AA0BA902B7', 'x')").values] == [
+        "00f067aa0ba902b7",
+        "x",
+    ]
+    assert parse("attributes['trace_id'] = 'ABC'").value.value == "ABC"  # a map value: as is
+    assert parse("name = 'ABC'").value.value == "ABC"
     gauge = METRICS_GAUGE
     assert parse_predicate("value_double > '1.5e2'", gauge).node.value.value == 150.0
     with pytest.raises(InvalidPredicateError):
