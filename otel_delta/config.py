@@ -388,6 +388,9 @@ class StreamSettings(Section):
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     trigger_interval_seconds: float = Field(10.0, gt=0, le=DAY)
     max_offsets_per_trigger: int | None = Field(None, gt=0, le=10**12)  # None: no limit
+    # /readyz fails when Spark has reported no progress (not even an idle trigger) this long:
+    # a batch stuck on unreachable storage or Kafka, which the lag figures cannot show
+    stall_seconds: float = Field(600.0, gt=0, le=DAY)
     checkpoint_location: str = ""  # "" = <table_path>/_stream_checkpoints
     # passed to the Kafka source as `kafka.<key>` (security.protocol, sasl.*, ssl.*)
     kafka_options: dict[str, str] = Field(default_factory=dict)

@@ -224,7 +224,7 @@ def run_stream(settings: Settings, once: bool, stop: threading.Event | None = No
     one line before Spark starts."""
     stream = settings.stream
     topics = check(stream)
-    status = StreamStatus(topics)
+    status = StreamStatus(topics, stall_seconds=stream.stall_seconds)
     admin = None
     if stream.admin_endpoint:
         admin = AdminThread(

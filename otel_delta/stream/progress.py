@@ -14,7 +14,8 @@ import json
 import logging
 import math
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,14 +83,31 @@ class StreamStatus:
     and by the driver loop (progress reports); read by the admin server's thread."""
 
     topics: dict[str, str]  # topic → signal
+    # no progress report for this long: the query is stuck (`stream.stall_seconds`)
+    stall_seconds: float = 600.0
+    clock: Callable[[], float] = time.monotonic
     last_batch: int = -1
-    behind: dict[str, int] = field(default_factory=dict)
+    # None until the first report: unknown, not 0 (a restarted job's first batch may be the
+    # whole backlog, which would otherwise read as nothing behind until it is done)
+    behind: dict[str, int] | None = None
     input_rate: float = 0.0  # messages/s arriving, Spark's figure for the last batch
     processed_rate: float = 0.0  # messages/s processed in the last batch
     active: bool = False
     failure: str = ""
     _last_idle: bool = False  # the last report taken in was of an idle trigger
+    _last_stamp: object = None  # the last report's timestamp
+    _last_report: float | None = None  # when it was taken in (clock), None: none yet
+    _started: float = field(default=0.0, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        self._started = self.clock()
+
+    def quiet_seconds(self) -> float:
+        """Seconds since Spark last reported progress (a batch, or an idle trigger: Spark
+        reports those too), or since the job started when it has reported none."""
+        last = self._last_report if self._last_report is not None else self._started
+        return self.clock() - last
 
     def batch_done(
         self, messages: int, rows: Mapping[str, int], dead: int, rejected: int, seconds: float
@@ -106,6 +124,9 @@ class StreamStatus:
         """Take a progress report in; log a line for a batch not seen before (True then)."""
         if not progress:
             return False
+        stamp = progress.get("timestamp")
+        if stamp is not None and stamp != self._last_stamp:  # an idle trigger's report, too
+            self._last_stamp, self._last_report = stamp, self.clock()
         batch = int(progress.get("batchId", -1))
         idle = not int(progress.get("numInputRows") or 0)
         # A report of an idle trigger carries the id of the next batch, which has not run yet;
@@ -116,6 +137,7 @@ class StreamStatus:
         ):
             return False
         behind = lag(progress)
+        self._last_report = self.clock()
         with self._lock:
             self.last_batch = batch
             self._last_idle = idle
@@ -129,7 +151,7 @@ class StreamStatus:
             int(progress.get("numInputRows") or 0),
             self.input_rate,
             self.processed_rate,
-            ", ".join(f"{t} {n}" for t, n in sorted(self.behind.items())),
+            ", ".join(f"{t} {n}" for t, n in sorted((self.behind or {}).items())),
         )
         return True
 
@@ -151,15 +173,22 @@ class StreamStatus:
                 ),
                 Gauge(
                     "stream_messages_behind",
-                    "Kafka messages not yet read, all topics, after the last batch",
-                    sum(self.behind.values()),
+                    "Kafka messages not yet read, all topics, after the last batch (NaN "
+                    "before the first report)",
+                    math.nan if self.behind is None else sum(self.behind.values()),
+                ),
+                Gauge(
+                    "stream_seconds_since_progress",
+                    "Seconds since Spark last reported progress (a batch or an idle trigger)",
+                    self.quiet_seconds(),
                 ),
             ]
             figures += [
                 Gauge(
                     "stream_topic_messages_behind",
-                    "Kafka messages of a topic not yet read after the last batch",
-                    self.behind.get(topic, 0),
+                    "Kafka messages of a topic not yet read after the last batch (NaN before "
+                    "the first report)",
+                    math.nan if self.behind is None else self.behind.get(topic, 0),
                     (("topic", topic), ("signal", signal)),
                 )
                 for topic, signal in sorted(self.topics.items())
@@ -167,8 +196,20 @@ class StreamStatus:
         return figures
 
     def checks(self) -> list[Check]:
-        detail = self.failure or ("" if self.active else "the streaming query is not running")
-        return [Check("stream", self.active and not self.failure, detail)]
+        quiet = self.quiet_seconds()
+        stuck = self.active and not self.failure and quiet >= self.stall_seconds
+        if self.failure:
+            detail = self.failure
+        elif not self.active:
+            detail = "the streaming query is not running"
+        elif stuck:
+            detail = (
+                f"no progress reported for {quiet:.0f} s (stream.stall_seconds): a batch "
+                "waiting on storage or Kafka?"
+            )
+        else:
+            detail = ""
+        return [Check("stream", self.active and not self.failure and not stuck, detail)]
 
 
 def _rate(value: Any) -> float:

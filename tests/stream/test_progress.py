@@ -4,6 +4,7 @@ writes them (offsets as JSON text, topic → partition → offset)."""
 from __future__ import annotations
 
 import json
+import math
 
 from prometheus_client import REGISTRY
 
@@ -100,3 +101,38 @@ def test_the_batch_after_an_idle_trigger_is_reported_though_its_id_was_seen() ->
     assert gauges[("stream_messages_behind", ())] == 370
     assert gauges[("stream_processed_messages_per_second", ())] == 250.0
     assert status.observe(report(9, {"spans": {"0": 500}}, {"spans": {"0": 500}}))
+
+
+def test_a_stuck_batch_fails_readiness_and_lag_is_unknown_before_the_first_report() -> None:
+    """Figures change only when Spark reports: a batch stuck on storage that is down (or the
+    first batch after a restart, which may be the whole backlog) showed 0 messages behind and
+    a ready job. Lag is NaN until the first report; /readyz fails once no report, not even an
+    idle trigger's, came for stream.stall_seconds."""
+    now = [1000.0]
+    status = StreamStatus(TOPICS, stall_seconds=60, clock=lambda: now[0])
+    status.active = True
+    gauges = {(g.name, g.labels): g.value for g in status.gauges()}
+    assert math.isnan(gauges[("stream_messages_behind", ())])
+    assert math.isnan(
+        gauges[("stream_topic_messages_behind", (("topic", "spans"), ("signal", "traces")))]
+    )
+    assert status.checks()[0].ok  # just started
+    now[0] += 59
+    assert status.checks()[0].ok
+    now[0] += 1
+    [check] = status.checks()
+    assert not check.ok and "no progress reported for 60 s" in check.detail
+
+    assert status.observe(report(0, {"spans": {"0": 5}}, {"spans": {"0": 9}}))
+    assert status.checks()[0].ok
+    gauges = {(g.name, g.labels): g.value for g in status.gauges()}
+    assert gauges[("stream_messages_behind", ())] == 4
+    assert gauges[("stream_seconds_since_progress", ())] == 0
+
+    idle = {**report(1, {"spans": {"0": 9}}, {"spans": {"0": 9}}, messages=0), "timestamp": "t1"}
+    for stamp in ("t1", "t2", "t3"):  # idle triggers, reported under the next batch's id
+        now[0] += 50
+        status.observe({**idle, "timestamp": stamp})
+        assert status.checks()[0].ok  # no data is not a stall
+    now[0] += 60
+    assert not status.checks()[0].ok
