@@ -25,7 +25,7 @@ from deltalake import (
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from otel_delta.engines.base import rows_rejected
-from otel_delta.engines.commit_log import find_commit, log_entry
+from otel_delta.engines.commit_log import log_entry, own_commit
 from otel_delta.engines.data_files import (
     added,
     local_filesystem,
@@ -62,21 +62,11 @@ def _writes_own_files(table: DeltaTable, schema: pa.Schema, data: pa.Table) -> b
 def committed_version(
     filesystem: pa_fs.FileSystem, read_version: int, commit_id: str, attempts: int
 ) -> int:
-    """The version of our commit tagged `commit_id` (`Lakehouse.commit_properties`), made on
-    `read_version`: the next version, or a later one when other writers committed first. Read
-    from the log's entries (engines/commit_log), not from delta-rs's history, whose numbers
-    shift when a commit lands while it reads. Raises CommitError when the entries cannot be
-    read: the commit is in the table, and appending again would store its rows twice."""
-    version = retrying(
-        lambda: find_commit(filesystem, read_version, COMMIT_ID, commit_id),
-        attempts=attempts,
-        retry_on=(OSError,),
-        what="reading the log after a commit",
-        give_up=lambda exc, n: CommitError(
-            f"commit {commit_id} was made, but its version could not be read from the log "
-            f"after {n} attempts: {describe(exc)}"
-        ),
-    )
+    """The version of our append tagged `commit_id` (`Lakehouse.commit_properties`), made on
+    `read_version`: the next version, or a later one when other writers committed first
+    (engines/commit_log.own_commit). Raises CommitError when the entries cannot be read: the
+    commit is in the table, and appending again would store its rows twice."""
+    version = own_commit(filesystem, read_version, COMMIT_ID, commit_id, attempts=attempts)
     if version is None:
         raise CommitError(f"commit {commit_id} is not in the log after version {read_version}")
     return version
