@@ -9,6 +9,7 @@ session is started on first use, never before: a bridge that never needs Spark s
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,6 +18,8 @@ import pyarrow as pa
 from deltalake import Transaction
 
 from otel_delta.engines.base import rows_rejected
+from otel_delta.engines.commit_log import own_commit
+from otel_delta.engines.data_files import table_filesystem
 from otel_delta.errors import CommitError, RowsRejectedError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.sql import quote_identifier
@@ -31,6 +34,7 @@ OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 ANSI_MODE = "spark.sql.ansi.enabled"
+USER_METADATA = "userMetadata"  # Delta's one free-form field of a commitInfo
 
 
 def spark_schema(schema: pa.Schema) -> Any:
@@ -142,13 +146,12 @@ class SparkEngine:
         table_name: str,
         frame: DataFrame,
         app_transaction: Transaction | None = None,
-        user_metadata: str | None = None,
     ) -> int:
         """One Delta commit of `frame` to a telemetry table (created first if absent)."""
         table = self.lakehouse.create_table(table_name)
         columns = [field.name for field in table.schema().fields]
         frame = with_table_columns(table_name, columns, frame)
-        return self.save(table_name, self.uri(table_name), frame, app_transaction, user_metadata)
+        return self.save(table_name, self.uri(table_name), frame, app_transaction)
 
     def save(
         self,
@@ -156,10 +159,17 @@ class SparkEngine:
         uri: str,
         frame: DataFrame,
         app_transaction: Transaction | None = None,
-        user_metadata: str | None = None,
     ) -> int:
-        """Append `frame` to the existing Delta table at `uri`; returns the latest version.
-        With `app_transaction`, Delta skips the commit if that txn is already recorded."""
+        """Append `frame` to the existing Delta table at `uri`; returns the version of its
+        commit, read from the log by the commit id in its userMetadata
+        (engines/commit_log.own_commit): the table's latest version after the write may
+        already be another writer's (the bridge's appends land all the time).
+        With `app_transaction`, Delta skips the commit if that txn is already recorded: then
+        the version the table was at before."""
+        from deltalake import DeltaTable  # a log read through delta-rs: no Spark job
+
+        before = DeltaTable(uri, storage_options=self.lakehouse.storage).version()
+        commit_id = uuid.uuid4().hex
         writer = (
             frame.write.format("delta")
             .mode("append")
@@ -169,8 +179,7 @@ class SparkEngine:
         if app_transaction is not None:
             writer = writer.option("txnAppId", app_transaction.app_id)
             writer = writer.option("txnVersion", str(app_transaction.version))
-        if user_metadata is not None:
-            writer = writer.option("userMetadata", user_metadata)
+        writer = writer.option(USER_METADATA, commit_id)
         try:
             writer.save(uri)
         except Exception as exc:  # py4j / AnalysisException: surface as our error, one line
@@ -178,10 +187,9 @@ class SparkEngine:
             if rows_rejected(exc):
                 raise RowsRejectedError(f"{label} refused the rows: {first}") from exc
             raise CommitError(f"Spark commit to {label} failed: {first}") from exc
-        # read through delta-rs: no Spark job for a log read
-        from deltalake import DeltaTable
-
-        return DeltaTable(uri, storage_options=self.lakehouse.storage).version()
+        files = table_filesystem(uri, self.lakehouse.storage, create=False)
+        version = own_commit(files, before, USER_METADATA, commit_id)
+        return before if version is None else version
 
     # --- operations ------------------------------------------------------------------------
 

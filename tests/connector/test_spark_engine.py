@@ -12,6 +12,7 @@ from otel_delta.connector import DeltaConfig, DeltaLakeConnector
 from otel_delta.connector.predicates import parse_predicate
 from otel_delta.errors import InvalidPredicateError
 from tests.connector import data
+from tests.connector.racing import APPENDS, appending_after
 
 # Spark on a shared 2-core machine is slow: allow more than the default 300 s per test
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -128,3 +129,15 @@ def test_restore_and_bulk_insert_same_on_both_engines(twins) -> None:
     assert (a_insert.engine, b_insert.engine) == ("delta-rs", "spark")
     assert "Apache-Spark" in str(sp.delta().history(1)[0].get("engineInfo", ""))
     assert normalized(rs) == normalized(sp)
+
+
+def test_spark_insert_reports_its_own_commit(twins, monkeypatch) -> None:
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    _, sp = twins
+    before = sp.version()
+    appending_after(monkeypatch, DataFrameWriter, "save", sp)  # Spark's commit of the append
+    inserted = sp.bulk_insert(data.spans_request("cart", data.DAYS[1], 500))
+    assert inserted.inserted > 0 and inserted.engine == "spark"
+    assert inserted.version == before + 1
+    assert sp.version() == inserted.version + APPENDS
