@@ -84,6 +84,7 @@ class DeltaRsEngine:
 
     name: Literal["delta-rs"] = "delta-rs"
     dialect: Literal["datafusion"] = "datafusion"
+    commit_id_key: str = COMMIT_ID  # custom commit metadata takes a key of our own
 
     def __init__(self, lakehouse: Lakehouse, transient_retries: int = TRANSIENT_RETRIES) -> None:
         self.lakehouse = lakehouse
@@ -286,7 +287,9 @@ class DeltaRsEngine:
     def _fresh(self, table_name: str) -> DeltaTable:
         return self.lakehouse.open_table(table_name)
 
-    def merge(self, table_name: str, source: pa.Table, condition: str) -> tuple[int, int]:
+    def merge(
+        self, table_name: str, source: pa.Table, condition: str, commit_id: str
+    ) -> tuple[int, int]:
         metrics = (
             self._fresh(table_name)
             .merge(
@@ -295,7 +298,7 @@ class DeltaRsEngine:
                 source_alias="s",
                 target_alias="t",
                 writer_properties=self._properties(table_name),
-                commit_properties=self.lakehouse.commit_properties(),
+                commit_properties=self.lakehouse.commit_properties(commit_id=commit_id),
             )
             .when_matched_update_all()
             .when_not_matched_insert_all()
@@ -303,11 +306,11 @@ class DeltaRsEngine:
         )
         return metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"]
 
-    def delete(self, table_name: str, condition: str) -> int:
+    def delete(self, table_name: str, condition: str, commit_id: str) -> int:
         metrics = self._fresh(table_name).delete(
             condition,
             writer_properties=self._properties(table_name),
-            commit_properties=self.lakehouse.commit_properties(),
+            commit_properties=self.lakehouse.commit_properties(commit_id=commit_id),
         )
         return int(metrics.get("num_deleted_rows", 0))
 
@@ -318,13 +321,14 @@ class DeltaRsEngine:
         partition_filters: list[tuple[str, str, Any]] | None,
         z_order: list[str],
         target_size: int,
+        commit_id: str,
     ) -> dict[str, Any]:
         optimizer = self._fresh(table_name).optimize
         common: dict[str, Any] = {
             "partition_filters": partition_filters,
             "target_size": target_size,
             "writer_properties": self._properties(table_name),
-            "commit_properties": self.lakehouse.commit_properties(),
+            "commit_properties": self.lakehouse.commit_properties(commit_id=commit_id),
         }
         if z_order:
             return optimizer.z_order(z_order, **common)
@@ -336,8 +340,8 @@ class DeltaRsEngine:
         table = self._fresh(table_name)
         return vacuum_files(self.lakehouse, table_name, table, retention_hours, dry_run)
 
-    def restore(self, table_name: str, target: int | datetime) -> tuple[int, int]:
+    def restore(self, table_name: str, target: int | datetime, commit_id: str) -> tuple[int, int]:
         metrics = self._fresh(table_name).restore(
-            target, commit_properties=self.lakehouse.commit_properties()
+            target, commit_properties=self.lakehouse.commit_properties(commit_id=commit_id)
         )
         return int(metrics.get("numRestoredFile", 0)), int(metrics.get("numRemovedFile", 0))

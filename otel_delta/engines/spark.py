@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,6 +35,9 @@ OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 ANSI_MODE = "spark.sql.ansi.enabled"
+# the userMetadata of every commit the session makes that sets none itself (a DataFrame write
+# sets its own with the option of that name): how a MERGE, DELETE, OPTIMIZE or RESTORE is tagged
+COMMIT_TAG = "spark.databricks.delta.commitInfo.userMetadata"
 USER_METADATA = "userMetadata"  # Delta's one free-form field of a commitInfo
 
 
@@ -83,6 +87,7 @@ class SparkEngine:
 
     name: Literal["spark"] = "spark"
     dialect: Literal["spark"] = "spark"
+    commit_id_key: str = USER_METADATA
 
     def __init__(
         self,
@@ -97,6 +102,7 @@ class SparkEngine:
             self._factory = lambda: session  # type: ignore[assignment,return-value]
             self._session = session  # type: ignore[assignment]
         self._start_lock = threading.Lock()
+        self._settings_lock = threading.Lock()  # see `_operation`
 
     @property
     def session(self) -> SparkSession:
@@ -126,6 +132,31 @@ class SparkEngine:
 
     def _path_sql(self, table_name: str) -> str:
         return f"delta.{quote_identifier(self.uri(table_name), 'spark')}"
+
+    @contextmanager
+    def _operation(self, commit_id: str | None) -> Iterator[SparkSession]:
+        """The session for one operation, every commit it makes tagged with `commit_id` in its
+        userMetadata (Engine: how the caller finds its version). delta-spark's Python API
+        returns no version, and Delta takes the userMetadata of a MERGE, DELETE, OPTIMIZE or
+        RESTORE only from a session setting (`COMMIT_TAG`), which every thread on the session
+        shares: operations therefore run one at a time (so do the other settings they change,
+        optimize's file size and vacuum's retention check), and every append sets its own
+        userMetadata (`save`), which wins over the setting, so no append is ever tagged as an
+        operation's. A userMetadata the session had is set back afterwards."""
+        with self._settings_lock:
+            spark = self.session
+            if commit_id is None:
+                yield spark
+                return
+            previous = spark.conf.get(COMMIT_TAG, None)
+            spark.conf.set(COMMIT_TAG, commit_id)
+            try:
+                yield spark
+            finally:
+                if previous is None:
+                    spark.conf.unset(COMMIT_TAG)
+                else:
+                    spark.conf.set(COMMIT_TAG, previous)
 
     # --- appends ---------------------------------------------------------------------------
 
@@ -179,7 +210,7 @@ class SparkEngine:
         if app_transaction is not None:
             writer = writer.option("txnAppId", app_transaction.app_id)
             writer = writer.option("txnVersion", str(app_transaction.version))
-        writer = writer.option(USER_METADATA, commit_id)
+        writer = writer.option(USER_METADATA, commit_id)  # wins over an operation's COMMIT_TAG
         try:
             writer.save(uri)
         except Exception as exc:  # py4j / AnalysisException: surface as our error, one line
@@ -211,22 +242,26 @@ class SparkEngine:
             conflicts.ConcurrentTransactionException,
         )
 
-    def merge(self, table_name: str, source: pa.Table, condition: str) -> tuple[int, int]:
-        frame = self.session.createDataFrame(source)
-        metrics = (
-            self._delta_table(table_name)
-            .alias("t")
-            .merge(frame.alias("s"), condition)
-            .whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll()
-            .execute()
-            .collect()[0]
-        )
+    def merge(
+        self, table_name: str, source: pa.Table, condition: str, commit_id: str
+    ) -> tuple[int, int]:
+        with self._operation(commit_id) as spark:
+            frame = spark.createDataFrame(source)
+            metrics = (
+                self._delta_table(table_name)
+                .alias("t")
+                .merge(frame.alias("s"), condition)
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+                .collect()[0]
+            )
         return int(metrics["num_inserted_rows"]), int(metrics["num_updated_rows"])
 
-    def delete(self, table_name: str, condition: str) -> int:
-        rows = self.session.sql(f"DELETE FROM {self._path_sql(table_name)} WHERE {condition}")
-        row = rows.collect()
+    def delete(self, table_name: str, condition: str, commit_id: str) -> int:
+        with self._operation(commit_id) as spark:
+            rows = spark.sql(f"DELETE FROM {self._path_sql(table_name)} WHERE {condition}")
+            row = rows.collect()
         return int(row[0]["num_affected_rows"]) if row else 0
 
     def optimize(
@@ -236,18 +271,27 @@ class SparkEngine:
         partition_filters: list[tuple[str, str, Any]] | None,
         z_order: list[str],
         target_size: int,
+        commit_id: str,
     ) -> dict[str, Any]:
-        """OPTIMIZE [WHERE partition predicate] [ZORDER BY]; Delta's metrics as a dict."""
-        self.session.conf.set(OPTIMIZE_MAX_FILE_SIZE, str(target_size))
-        builder = self._delta_table(table_name).optimize()
-        if where:
-            builder = builder.where(where)
-        frame = builder.executeZOrderBy(*z_order) if z_order else builder.executeCompaction()
-        return frame.collect()[0]["metrics"].asDict(recursive=True)
+        """OPTIMIZE [WHERE partition predicate] [ZORDER BY]; Delta's metrics as a dict. Each
+        of its commits is tagged (Delta may commit a large OPTIMIZE in batches)."""
+        with self._operation(commit_id) as spark:
+            spark.conf.set(OPTIMIZE_MAX_FILE_SIZE, str(target_size))
+            builder = self._delta_table(table_name).optimize()
+            if where:
+                builder = builder.where(where)
+            frame = builder.executeZOrderBy(*z_order) if z_order else builder.executeCompaction()
+            return frame.collect()[0]["metrics"].asDict(recursive=True)
 
     def vacuum(self, table_name: str, retention_hours: int, dry_run: bool) -> list[str]:
-        """Spark lists the files only in a dry run, so list first, then vacuum."""
-        spark = self.session
+        """Spark lists the files only in a dry run, so list first, then vacuum. Untagged: a
+        vacuum's result names no version."""
+        with self._operation(None) as spark:
+            return self._vacuum(spark, table_name, retention_hours, dry_run)
+
+    def _vacuum(
+        self, spark: SparkSession, table_name: str, retention_hours: int, dry_run: bool
+    ) -> list[str]:
         previous = spark.conf.get(RETENTION_CHECK, "true")
         previous_listing = spark.conf.get(LISTING_PARALLELISM, "10000")
         spark.conf.set(RETENTION_CHECK, "false")  # the caller chose the retention explicitly
@@ -266,11 +310,12 @@ class SparkEngine:
             spark.conf.set(RETENTION_CHECK, previous)
             spark.conf.set(LISTING_PARALLELISM, previous_listing)
 
-    def restore(self, table_name: str, target: int | datetime) -> tuple[int, int]:
-        table = self._delta_table(table_name)
-        if isinstance(target, datetime):
-            frame = table.restoreToTimestamp(target.isoformat())
-        else:
-            frame = table.restoreToVersion(target)
-        metrics = frame.collect()[0].asDict()
+    def restore(self, table_name: str, target: int | datetime, commit_id: str) -> tuple[int, int]:
+        with self._operation(commit_id):
+            table = self._delta_table(table_name)
+            if isinstance(target, datetime):
+                frame = table.restoreToTimestamp(target.isoformat())
+            else:
+                frame = table.restoreToVersion(target)
+            metrics = frame.collect()[0].asDict()
         return int(metrics.get("num_restored_files", 0)), int(metrics.get("num_removed_files", 0))
