@@ -222,7 +222,9 @@ class Lakehouse:
         commit info `otel_delta.operation` (history shows who wrote what), the `metrics` of a
         commit of files written by our own code (`METRICS_PREFIX`) and the version it was
         planned on (`otel_delta.readVersion`: lower than the commit's version minus one when
-        it lost a race and was rebased, which delta-rs records only for its own writes)."""
+        it lost a race and was rebased, which delta-rs records only for its own writes), and
+        the commit's `commit_id` (`COMMIT_ID`), by which its caller finds the commit's version
+        in the log (engines/commit_log.own_commit)."""
         custom = {"otel_delta.operation": operation} if operation else {}
         custom.update({METRICS_PREFIX + k: str(v) for k, v in (metrics or {}).items()})
         if read_version is not None:

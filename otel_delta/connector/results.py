@@ -1,4 +1,13 @@
-"""Typed results of connector operations: plain dataclasses, easy to print, log or serialize."""
+"""Typed results of connector operations: plain dataclasses, easy to print, log or serialize.
+
+The `version` of an operation's result (upsert, insert, delete, schema change, optimize,
+restore) is the version of the operation's own commit, found in the log by the commit id it
+was tagged with (engines/commit_log.own_commit); not the table's latest version, which the
+bridge's appends may already have passed, so `restore(version=result.version - 1)` goes back
+to just before that commit. An operation that commits more than once reports its last commit;
+one that committed nothing, the version the table was at when it ran. A hard delete and a
+redaction report the version their purge checkpointed (every earlier one is gone).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +25,7 @@ class UpsertResult:
     inserted: int
     updated: int
     deduplicated: int
-    version: int
+    version: int  # the merge's commit (no records: the version the table was at)
     engine: str
 
     @property
@@ -27,13 +36,15 @@ class UpsertResult:
 @dataclass(frozen=True)
 class InsertResult:
     inserted: int
-    version: int
+    version: int  # the append's commit (no records: the version the table was at)
     engine: str = "delta-rs"
 
 
 @dataclass(frozen=True)
 class DeleteResult:
     deleted: int
+    # the delete's commit (none when no row matched: the version the table was at); a hard
+    # delete: the version its purge checkpointed, where every reader starts
     version: int
     engine: str
     hard: bool = False  # a hard delete: the files that held the rows are gone too
@@ -46,7 +57,7 @@ class SchemaChange:
     """Columns added by schema evolution (empty when the table already had them)."""
 
     added: list[str]
-    version: int
+    version: int  # the commit that added them (none added: the version the table was at)
 
 
 @dataclass(frozen=True)
@@ -121,7 +132,7 @@ class TableStatistics:
 
 @dataclass(frozen=True)
 class OptimizeResult:
-    version: int
+    version: int  # its (last) commit (none: the version the table was at)
     files_added: int
     files_removed: int
     partitions_optimized: int
@@ -148,7 +159,7 @@ class VacuumResult:
 
 @dataclass(frozen=True)
 class RestoreResult:
-    version: int  # the new version the restore committed
+    version: int  # the restore's commit (restored_to when the table was at that version)
     restored_to: int
     files_added: int
     files_removed: int

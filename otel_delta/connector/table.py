@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -160,6 +161,26 @@ class Table:
             give_up=self._conflict,
         )
 
+    def _committing(self, what: str, engine: Engine, run: Callable[[str], T]) -> tuple[T, int]:
+        """Run an operation as `_retrying` does, `run` given the commit id to tag its commits
+        with (Engine); returns its outcome and the version of its own commit, read from the log
+        by that id (engines/commit_log.own_commit), as appends find theirs.
+
+        Not the table's latest version afterwards: the bridge's appends land all the time, and
+        a Spark OPTIMIZE reported the version of the second append after it, so an undo by
+        `restore(version=result.version - 1)` went back to the wrong state. An operation that
+        commits more than once (an OPTIMIZE in batches) reports its last commit; one that
+        committed nothing (a delete matching no row), the version the table was at before it
+        ran, as every other no-op result does.
+        """
+        before = self.version()
+        commit_id = uuid.uuid4().hex
+        outcome = self._retrying(what, engine, lambda: run(commit_id))
+        own = commit_log.own_commit(
+            self._files(), before, engine.commit_id_key, commit_id, last=True
+        )
+        return outcome, before if own is None else own
+
     def _conflict(self, exc: BaseException, attempts: int) -> ConcurrentModificationError:
         return ConcurrentModificationError(
             self.name, self._safe_version(), attempts, str(exc).splitlines()[0]
@@ -270,8 +291,10 @@ class Table:
             return UpsertResult(0, 0, dropped, self.version(), chosen.name)
         condition = upsert_ops.merge_condition(keys, data, chosen.dialect, partitions)
         try:
-            inserted, updated = self._retrying(
-                "upsert", chosen, lambda: chosen.merge(self.name, data, condition)
+            (inserted, updated), version = self._committing(
+                "upsert",
+                chosen,
+                lambda commit_id: chosen.merge(self.name, data, condition, commit_id),
             )
         except Exception as exc:
             if not duplicate_source_rows(exc):
@@ -280,7 +303,7 @@ class Table:
                 f"several records share a merge key {list(keys)} with one row of the table; "
                 "upsert with dedupe=True keeps the last of them"
             ) from exc
-        return UpsertResult(inserted, updated, dropped, self.version(), chosen.name)
+        return UpsertResult(inserted, updated, dropped, version, chosen.name)
 
     @measured("insert")
     def bulk_insert(self, records: Records, *, engine: EngineName | None = None) -> InsertResult:
@@ -404,8 +427,10 @@ class Table:
     def _delete(self, predicate: Predicate, engine: EngineName | None) -> DeleteResult:
         chosen = self._engine(engine)
         condition = predicate.to_sql(chosen.dialect)
-        deleted = self._retrying("delete", chosen, lambda: chosen.delete(self.name, condition))
-        return DeleteResult(deleted, self.version(), chosen.name)
+        deleted, version = self._committing(
+            "delete", chosen, lambda commit_id: chosen.delete(self.name, condition, commit_id)
+        )
+        return DeleteResult(deleted, version, chosen.name)
 
     def update_schema(self, columns: pa.Schema | Sequence[pa.Field] | pa.Field) -> SchemaChange:
         """Schema evolution: add new nullable columns. Changing or dropping one raises
@@ -439,13 +464,16 @@ class Table:
         if not added:
             return SchemaChange([], self.version())
         delta_fields = [DeltaField.from_arrow(f) for f in added]
-        self._retrying(
+        lakehouse = self.connector.lakehouse
+        _, version = self._committing(
             "update_schema",
             self.connector.engines.delta_rs,  # schema changes are delta-rs's, whatever the engine
-            lambda: self.delta().alter.add_columns(delta_fields),
+            lambda commit_id: self.delta().alter.add_columns(
+                delta_fields, commit_properties=lakehouse.commit_properties(commit_id=commit_id)
+            ),
         )
         self.connector.forget_writer_handle(self.name)
-        return SchemaChange([f.name for f in added], self.version())
+        return SchemaChange([f.name for f in added], version)
 
     @measured("redact")
     def redact(
@@ -672,14 +700,17 @@ class Table:
             maintenance.check_partitions_exist(self.name, predicate, delta)
         size = target_size or self._settings.storage.file_size_target
         where_sql = predicate.to_sql(chosen.dialect) if predicate else None
-        metrics: dict[str, Any] = self._retrying(
+        metrics: dict[str, Any]
+        metrics, version = self._committing(
             "optimize",
             chosen,
-            lambda: chosen.optimize(self.name, where_sql, filters, columns, size),
+            lambda commit_id: chosen.optimize(
+                self.name, where_sql, filters, columns, size, commit_id
+            ),
         )
         added, removed, partitions = maintenance.optimize_counts(metrics)
         return OptimizeResult(
-            version=self.version(),
+            version=version,
             files_added=added,
             files_removed=removed,
             partitions_optimized=partitions,
@@ -733,15 +764,17 @@ class Table:
             )
         chosen = self._engine(engine)
         try:
-            added, removed = self._retrying(
-                "restore", chosen, lambda: chosen.restore(self.name, restored_to)
+            (added, removed), version = self._committing(
+                "restore",
+                chosen,
+                lambda commit_id: chosen.restore(self.name, restored_to, commit_id),
             )
         except DeltaError as exc:
             raise VersionNotFoundError(
                 self.name, str(restored_to), "its data files were removed by vacuum"
             ) from exc
         return RestoreResult(
-            version=self.version(),
+            version=version,
             restored_to=restored_to,
             files_added=added,
             files_removed=removed,

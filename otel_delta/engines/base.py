@@ -94,19 +94,29 @@ class TableWriter(Protocol):
 
 
 class Engine(TableWriter, Protocol):
+    """Each operation commits tagged with the caller's `commit_id`, in the commitInfo field
+    `commit_id_key`: the caller then reads the version of the operation's own commit from the
+    log (engines/commit_log.own_commit), as appends find theirs. Neither engine's API returns
+    that version, and the table's latest version after the operation may be another writer's
+    (the bridge appends all the time). An operation that commits more than once tags each
+    commit; one that finds nothing to do may commit nothing."""
+
     name: Literal["delta-rs", "spark"]
     dialect: Dialect  # the SQL dialect its conditions are written in
+    commit_id_key: str  # the commitInfo field its operations' commits carry `commit_id` in
 
     def conflicts(self) -> tuple[type[BaseException], ...]:
         """The exceptions that mean "lost a race with another writer": worth a retry."""
         ...
 
-    def merge(self, table_name: str, source: pa.Table, condition: str) -> tuple[int, int]:
+    def merge(
+        self, table_name: str, source: pa.Table, condition: str, commit_id: str
+    ) -> tuple[int, int]:
         """MERGE source AS s INTO table AS t ON condition: update all matched, insert the rest;
         returns (inserted, updated)."""
         ...
 
-    def delete(self, table_name: str, condition: str) -> int:
+    def delete(self, table_name: str, condition: str, commit_id: str) -> int:
         """Delete the rows matching `condition`; returns how many."""
         ...
 
@@ -117,6 +127,7 @@ class Engine(TableWriter, Protocol):
         partition_filters: list[tuple[str, str, Any]] | None,
         z_order: list[str],
         target_size: int,
+        commit_id: str,
     ) -> dict[str, Any]:
         """Compact (or Z-order) files of the partitions selected by `where` (SQL in this
         engine's dialect; delta-rs takes the same selection as `partition_filters`). Returns
@@ -128,6 +139,6 @@ class Engine(TableWriter, Protocol):
         those that existed and were deleted (or would be), never of files already gone."""
         ...
 
-    def restore(self, table_name: str, target: int | datetime) -> tuple[int, int]:
+    def restore(self, table_name: str, target: int | datetime, commit_id: str) -> tuple[int, int]:
         """Make an earlier version current (a new commit); returns (files added, removed)."""
         ...

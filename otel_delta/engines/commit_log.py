@@ -18,7 +18,11 @@ from typing import Any
 
 import pyarrow.fs as pa_fs
 
+from otel_delta.errors import CommitError, describe
+from otel_delta.retry import retrying
+
 COMMIT_FILE = re.compile(r"^\d{20}\.json$")
+READ_ATTEMPTS = 4  # reads of the log after a commit, while they fail with an I/O error
 READERS = 8  # concurrent reads: one object-store GET takes milliseconds, a local read micros
 CHUNK = 64  # versions read before looking for the end of the log
 
@@ -44,15 +48,49 @@ def commit_info(filesystem: pa_fs.FileSystem, version: int) -> dict[str, Any] | 
     return {}
 
 
-def find_commit(filesystem: pa_fs.FileSystem, after: int, key: str, value: str) -> int | None:
+def find_commit(
+    filesystem: pa_fs.FileSystem, after: int, key: str, value: str, *, last: bool = False
+) -> int | None:
     """The version of the first commit after `after` whose commitInfo holds `key` = `value`
-    (a commit id of ours), None when no commit up to the latest does."""
+    (a commit id of ours), None when no commit up to the latest does. With `last`, the last
+    such commit: an operation that commits more than once tags each of its commits."""
+    found = None
     version = after + 1
     while (info := commit_info(filesystem, version)) is not None:
         if info.get(key) == value:
-            return version
+            if not last:
+                return version
+            found = version
         version += 1
-    return None
+    return found
+
+
+def own_commit(
+    filesystem: pa_fs.FileSystem,
+    after: int,
+    key: str,
+    commit_id: str,
+    *,
+    last: bool = False,
+    attempts: int = READ_ATTEMPTS,
+) -> int | None:
+    """The version of the commit tagged `commit_id` in `key`, made on a snapshot of version
+    `after` or later (`find_commit`): how every commit of ours learns its version, appends and
+    the connector's operations, on either engine. Neither the table's latest version, which
+    other writers' commits may already have passed, nor delta-rs's history, whose numbers
+    shift when a commit lands while it reads. None when no commit carries the tag (the
+    operation committed nothing). Read errors are retried; after the last, CommitError: the
+    commit may well be in the table, so its caller must not simply run it again."""
+    return retrying(
+        lambda: find_commit(filesystem, after, key, commit_id, last=last),
+        attempts=attempts,
+        retry_on=(OSError,),
+        what="reading the log after a commit",
+        give_up=lambda exc, n: CommitError(
+            f"commit {commit_id} was made, but its version could not be read from the log "
+            f"after {n} attempts: {describe(exc)}"
+        ),
+    )
 
 
 def history(

@@ -25,7 +25,7 @@ from deltalake import (
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from otel_delta.engines.base import rows_rejected
-from otel_delta.engines.commit_log import find_commit, log_entry
+from otel_delta.engines.commit_log import log_entry, own_commit
 from otel_delta.engines.data_files import (
     added,
     local_filesystem,
@@ -62,21 +62,11 @@ def _writes_own_files(table: DeltaTable, schema: pa.Schema, data: pa.Table) -> b
 def committed_version(
     filesystem: pa_fs.FileSystem, read_version: int, commit_id: str, attempts: int
 ) -> int:
-    """The version of our commit tagged `commit_id` (`Lakehouse.commit_properties`), made on
-    `read_version`: the next version, or a later one when other writers committed first. Read
-    from the log's entries (engines/commit_log), not from delta-rs's history, whose numbers
-    shift when a commit lands while it reads. Raises CommitError when the entries cannot be
-    read: the commit is in the table, and appending again would store its rows twice."""
-    version = retrying(
-        lambda: find_commit(filesystem, read_version, COMMIT_ID, commit_id),
-        attempts=attempts,
-        retry_on=(OSError,),
-        what="reading the log after a commit",
-        give_up=lambda exc, n: CommitError(
-            f"commit {commit_id} was made, but its version could not be read from the log "
-            f"after {n} attempts: {describe(exc)}"
-        ),
-    )
+    """The version of our append tagged `commit_id` (`Lakehouse.commit_properties`), made on
+    `read_version`: the next version, or a later one when other writers committed first
+    (engines/commit_log.own_commit). Raises CommitError when the entries cannot be read: the
+    commit is in the table, and appending again would store its rows twice."""
+    version = own_commit(filesystem, read_version, COMMIT_ID, commit_id, attempts=attempts)
     if version is None:
         raise CommitError(f"commit {commit_id} is not in the log after version {read_version}")
     return version
@@ -94,6 +84,7 @@ class DeltaRsEngine:
 
     name: Literal["delta-rs"] = "delta-rs"
     dialect: Literal["datafusion"] = "datafusion"
+    commit_id_key: str = COMMIT_ID  # custom commit metadata takes a key of our own
 
     def __init__(self, lakehouse: Lakehouse, transient_retries: int = TRANSIENT_RETRIES) -> None:
         self.lakehouse = lakehouse
@@ -296,7 +287,9 @@ class DeltaRsEngine:
     def _fresh(self, table_name: str) -> DeltaTable:
         return self.lakehouse.open_table(table_name)
 
-    def merge(self, table_name: str, source: pa.Table, condition: str) -> tuple[int, int]:
+    def merge(
+        self, table_name: str, source: pa.Table, condition: str, commit_id: str
+    ) -> tuple[int, int]:
         metrics = (
             self._fresh(table_name)
             .merge(
@@ -305,7 +298,7 @@ class DeltaRsEngine:
                 source_alias="s",
                 target_alias="t",
                 writer_properties=self._properties(table_name),
-                commit_properties=self.lakehouse.commit_properties(),
+                commit_properties=self.lakehouse.commit_properties(commit_id=commit_id),
             )
             .when_matched_update_all()
             .when_not_matched_insert_all()
@@ -313,11 +306,11 @@ class DeltaRsEngine:
         )
         return metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"]
 
-    def delete(self, table_name: str, condition: str) -> int:
+    def delete(self, table_name: str, condition: str, commit_id: str) -> int:
         metrics = self._fresh(table_name).delete(
             condition,
             writer_properties=self._properties(table_name),
-            commit_properties=self.lakehouse.commit_properties(),
+            commit_properties=self.lakehouse.commit_properties(commit_id=commit_id),
         )
         return int(metrics.get("num_deleted_rows", 0))
 
@@ -328,13 +321,14 @@ class DeltaRsEngine:
         partition_filters: list[tuple[str, str, Any]] | None,
         z_order: list[str],
         target_size: int,
+        commit_id: str,
     ) -> dict[str, Any]:
         optimizer = self._fresh(table_name).optimize
         common: dict[str, Any] = {
             "partition_filters": partition_filters,
             "target_size": target_size,
             "writer_properties": self._properties(table_name),
-            "commit_properties": self.lakehouse.commit_properties(),
+            "commit_properties": self.lakehouse.commit_properties(commit_id=commit_id),
         }
         if z_order:
             return optimizer.z_order(z_order, **common)
@@ -346,8 +340,8 @@ class DeltaRsEngine:
         table = self._fresh(table_name)
         return vacuum_files(self.lakehouse, table_name, table, retention_hours, dry_run)
 
-    def restore(self, table_name: str, target: int | datetime) -> tuple[int, int]:
+    def restore(self, table_name: str, target: int | datetime, commit_id: str) -> tuple[int, int]:
         metrics = self._fresh(table_name).restore(
-            target, commit_properties=self.lakehouse.commit_properties()
+            target, commit_properties=self.lakehouse.commit_properties(commit_id=commit_id)
         )
         return int(metrics.get("numRestoredFile", 0)), int(metrics.get("numRemovedFile", 0))

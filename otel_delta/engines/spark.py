@@ -9,7 +9,9 @@ session is started on first use, never before: a bridge that never needs Spark s
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -17,6 +19,8 @@ import pyarrow as pa
 from deltalake import Transaction
 
 from otel_delta.engines.base import rows_rejected
+from otel_delta.engines.commit_log import own_commit
+from otel_delta.engines.data_files import table_filesystem
 from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError
 from otel_delta.lakehouse import Lakehouse
@@ -30,6 +34,10 @@ if TYPE_CHECKING:
 OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 ANSI_MODE = "spark.sql.ansi.enabled"
+# the userMetadata of every commit the session makes that sets none itself (a DataFrame write
+# sets its own with the option of that name): how a MERGE, DELETE, OPTIMIZE or RESTORE is tagged
+COMMIT_TAG = "spark.databricks.delta.commitInfo.userMetadata"
+USER_METADATA = "userMetadata"  # Delta's one free-form field of a commitInfo
 
 
 def spark_schema(schema: pa.Schema) -> Any:
@@ -78,6 +86,7 @@ class SparkEngine:
 
     name: Literal["spark"] = "spark"
     dialect: Literal["spark"] = "spark"
+    commit_id_key: str = USER_METADATA
 
     def __init__(
         self,
@@ -92,6 +101,7 @@ class SparkEngine:
             self._factory = lambda: session  # type: ignore[assignment,return-value]
             self._session = session  # type: ignore[assignment]
         self._start_lock = threading.Lock()
+        self._settings_lock = threading.Lock()  # see `_operation`
 
     @property
     def session(self) -> SparkSession:
@@ -122,6 +132,31 @@ class SparkEngine:
     def _path_sql(self, table_name: str) -> str:
         return f"delta.{quote_identifier(self.uri(table_name), 'spark')}"
 
+    @contextmanager
+    def _operation(self, commit_id: str | None) -> Iterator[SparkSession]:
+        """The session for one operation, every commit it makes tagged with `commit_id` in its
+        userMetadata (Engine: how the caller finds its version). delta-spark's Python API
+        returns no version, and Delta takes the userMetadata of a MERGE, DELETE, OPTIMIZE or
+        RESTORE only from a session setting (`COMMIT_TAG`), which every thread on the session
+        shares: operations therefore run one at a time (so do the other settings they change,
+        optimize's file size and vacuum's retention check), and every append sets its own
+        userMetadata (`save`), which wins over the setting, so no append is ever tagged as an
+        operation's. A userMetadata the session had is set back afterwards."""
+        with self._settings_lock:
+            spark = self.session
+            if commit_id is None:
+                yield spark
+                return
+            previous = spark.conf.get(COMMIT_TAG, None)
+            spark.conf.set(COMMIT_TAG, commit_id)
+            try:
+                yield spark
+            finally:
+                if previous is None:
+                    spark.conf.unset(COMMIT_TAG)
+                else:
+                    spark.conf.set(COMMIT_TAG, previous)
+
     # --- appends ---------------------------------------------------------------------------
 
     def append(
@@ -141,13 +176,12 @@ class SparkEngine:
         table_name: str,
         frame: DataFrame,
         app_transaction: Transaction | None = None,
-        user_metadata: str | None = None,
     ) -> int:
         """One Delta commit of `frame` to a telemetry table (created first if absent)."""
         table = self.lakehouse.create_table(table_name)
         columns = [field.name for field in table.schema().fields]
         frame = with_table_columns(table_name, columns, frame)
-        return self.save(table_name, self.uri(table_name), frame, app_transaction, user_metadata)
+        return self.save(table_name, self.uri(table_name), frame, app_transaction)
 
     def save(
         self,
@@ -155,10 +189,17 @@ class SparkEngine:
         uri: str,
         frame: DataFrame,
         app_transaction: Transaction | None = None,
-        user_metadata: str | None = None,
     ) -> int:
-        """Append `frame` to the existing Delta table at `uri`; returns the latest version.
-        With `app_transaction`, Delta skips the commit if that txn is already recorded."""
+        """Append `frame` to the existing Delta table at `uri`; returns the version of its
+        commit, read from the log by the commit id in its userMetadata
+        (engines/commit_log.own_commit): the table's latest version after the write may
+        already be another writer's (the bridge's appends land all the time).
+        With `app_transaction`, Delta skips the commit if that txn is already recorded: then
+        the version the table was at before."""
+        from deltalake import DeltaTable  # a log read through delta-rs: no Spark job
+
+        before = DeltaTable(uri, storage_options=self.lakehouse.storage).version()
+        commit_id = uuid.uuid4().hex
         writer = (
             frame.write.format("delta")
             .mode("append")
@@ -168,8 +209,7 @@ class SparkEngine:
         if app_transaction is not None:
             writer = writer.option("txnAppId", app_transaction.app_id)
             writer = writer.option("txnVersion", str(app_transaction.version))
-        if user_metadata is not None:
-            writer = writer.option("userMetadata", user_metadata)
+        writer = writer.option(USER_METADATA, commit_id)  # wins over an operation's COMMIT_TAG
         try:
             writer.save(uri)
         except Exception as exc:  # py4j / AnalysisException: surface as our error, one line
@@ -177,10 +217,9 @@ class SparkEngine:
             if rows_rejected(exc):
                 raise RowsRejectedError(f"{label} refused the rows: {first}") from exc
             raise CommitError(f"Spark commit to {label} failed: {first}") from exc
-        # read through delta-rs: no Spark job for a log read
-        from deltalake import DeltaTable
-
-        return DeltaTable(uri, storage_options=self.lakehouse.storage).version()
+        files = table_filesystem(uri, self.lakehouse.storage, create=False)
+        version = own_commit(files, before, USER_METADATA, commit_id)
+        return before if version is None else version
 
     # --- operations ------------------------------------------------------------------------
 
@@ -202,22 +241,26 @@ class SparkEngine:
             conflicts.ConcurrentTransactionException,
         )
 
-    def merge(self, table_name: str, source: pa.Table, condition: str) -> tuple[int, int]:
-        frame = self.session.createDataFrame(source)
-        metrics = (
-            self._delta_table(table_name)
-            .alias("t")
-            .merge(frame.alias("s"), condition)
-            .whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll()
-            .execute()
-            .collect()[0]
-        )
+    def merge(
+        self, table_name: str, source: pa.Table, condition: str, commit_id: str
+    ) -> tuple[int, int]:
+        with self._operation(commit_id) as spark:
+            frame = spark.createDataFrame(source)
+            metrics = (
+                self._delta_table(table_name)
+                .alias("t")
+                .merge(frame.alias("s"), condition)
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+                .collect()[0]
+            )
         return int(metrics["num_inserted_rows"]), int(metrics["num_updated_rows"])
 
-    def delete(self, table_name: str, condition: str) -> int:
-        rows = self.session.sql(f"DELETE FROM {self._path_sql(table_name)} WHERE {condition}")
-        row = rows.collect()
+    def delete(self, table_name: str, condition: str, commit_id: str) -> int:
+        with self._operation(commit_id) as spark:
+            rows = spark.sql(f"DELETE FROM {self._path_sql(table_name)} WHERE {condition}")
+            row = rows.collect()
         return int(row[0]["num_affected_rows"]) if row else 0
 
     def optimize(
@@ -227,14 +270,17 @@ class SparkEngine:
         partition_filters: list[tuple[str, str, Any]] | None,
         z_order: list[str],
         target_size: int,
+        commit_id: str,
     ) -> dict[str, Any]:
-        """OPTIMIZE [WHERE partition predicate] [ZORDER BY]; Delta's metrics as a dict."""
-        self.session.conf.set(OPTIMIZE_MAX_FILE_SIZE, str(target_size))
-        builder = self._delta_table(table_name).optimize()
-        if where:
-            builder = builder.where(where)
-        frame = builder.executeZOrderBy(*z_order) if z_order else builder.executeCompaction()
-        return frame.collect()[0]["metrics"].asDict(recursive=True)
+        """OPTIMIZE [WHERE partition predicate] [ZORDER BY]; Delta's metrics as a dict. Each
+        of its commits is tagged (Delta may commit a large OPTIMIZE in batches)."""
+        with self._operation(commit_id) as spark:
+            spark.conf.set(OPTIMIZE_MAX_FILE_SIZE, str(target_size))
+            builder = self._delta_table(table_name).optimize()
+            if where:
+                builder = builder.where(where)
+            frame = builder.executeZOrderBy(*z_order) if z_order else builder.executeCompaction()
+            return frame.collect()[0]["metrics"].asDict(recursive=True)
 
     def vacuum(self, table_name: str, retention_hours: int, dry_run: bool) -> list[str]:
         """Through delta-rs, as the delta-rs engine vacuums (engines/vacuum.py: one vacuum
@@ -246,11 +292,12 @@ class SparkEngine:
         table = self.lakehouse.open_table(table_name)
         return vacuum_files(self.lakehouse, table_name, table, retention_hours, dry_run)
 
-    def restore(self, table_name: str, target: int | datetime) -> tuple[int, int]:
-        table = self._delta_table(table_name)
-        if isinstance(target, datetime):
-            frame = table.restoreToTimestamp(target.isoformat())
-        else:
-            frame = table.restoreToVersion(target)
-        metrics = frame.collect()[0].asDict()
+    def restore(self, table_name: str, target: int | datetime, commit_id: str) -> tuple[int, int]:
+        with self._operation(commit_id):
+            table = self._delta_table(table_name)
+            if isinstance(target, datetime):
+                frame = table.restoreToTimestamp(target.isoformat())
+            else:
+                frame = table.restoreToVersion(target)
+            metrics = frame.collect()[0].asDict()
         return int(metrics.get("num_restored_files", 0)), int(metrics.get("num_removed_files", 0))

@@ -12,6 +12,7 @@ from otel_delta.connector import DeltaConfig, DeltaLakeConnector
 from otel_delta.connector.predicates import parse_predicate
 from otel_delta.errors import InvalidPredicateError
 from tests.connector import data
+from tests.connector.racing import APPENDS, appending_after, operation_at
 
 # Spark on a shared 2-core machine is slow: allow more than the default 300 s per test
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -133,3 +134,56 @@ def test_restore_and_bulk_insert_same_on_both_engines(twins) -> None:
     assert (a_insert.engine, b_insert.engine) == ("delta-rs", "spark")
     assert "Apache-Spark" in str(sp.delta().history(1)[0].get("engineInfo", ""))
     assert normalized(rs) == normalized(sp)
+
+
+def test_spark_delete_and_restore_report_their_own_commits(twins, monkeypatch) -> None:
+    """The bridge appends while Spark deletes (seconds on Spark): the result still names the
+    DELETE, and `restore(version=result.version - 1)` undoes exactly it."""
+    _, sp = twins
+    search = "service_name = 'search'"
+    rows = sp.query().filter(search).count()
+    engine = sp.connector.engines.spark
+    appending_after(monkeypatch, engine, "delete", sp)
+    deleted = sp.delete(search)
+    assert deleted.deleted == rows > 0 and deleted.engine == "spark"
+    assert operation_at(sp, deleted.version) == "DELETE"
+    assert sp.version() == deleted.version + APPENDS
+
+    appending_after(monkeypatch, engine, "restore", sp)
+    restored = sp.restore(version=deleted.version - 1)
+    assert operation_at(sp, restored.version) == "RESTORE"
+    assert sp.version() == restored.version + APPENDS
+    monkeypatch.undo()
+    assert sp.query().filter(search).count() == rows
+
+
+def test_spark_optimize_reports_its_own_commit(twins, monkeypatch) -> None:
+    _, sp = twins
+    appending_after(monkeypatch, sp.connector.engines.spark, "optimize", sp)
+    result = sp.optimize(where="service_name = 'cart'")
+    assert result.files_removed > 0 and result.engine == "spark"
+    assert operation_at(sp, result.version) == "OPTIMIZE"
+    assert sp.version() == result.version + APPENDS
+
+
+def test_spark_upsert_reports_its_own_commit(twins, monkeypatch) -> None:
+    _, sp = twins
+    engine = sp.connector.engines.spark
+    appending_after(monkeypatch, engine, "merge", sp)
+    records = sp.query().filter("service_name = 'checkout'").limit(3).to_arrow()
+    upserted = sp.upsert(records)
+    assert upserted.updated == 3 and upserted.engine == "spark"
+    assert operation_at(sp, upserted.version) == "MERGE"
+    assert sp.version() == upserted.version + APPENDS
+
+
+def test_spark_insert_reports_its_own_commit(twins, monkeypatch) -> None:
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    _, sp = twins
+    before = sp.version()
+    appending_after(monkeypatch, DataFrameWriter, "save", sp)  # Spark's commit of the append
+    inserted = sp.bulk_insert(data.spans_request("cart", data.DAYS[1], 500))
+    assert inserted.inserted > 0 and inserted.engine == "spark"
+    assert inserted.version == before + 1
+    assert sp.version() == inserted.version + APPENDS

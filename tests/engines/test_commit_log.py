@@ -49,6 +49,25 @@ def test_find_commit_finds_the_first_match_after_a_version_or_none(tmp_path: Pat
     assert commit_log.find_commit(files, 1, "tag", "nowhere") is None
 
 
+def test_find_commit_last_finds_the_last_of_an_operation_that_committed_several_times(
+    tmp_path: Path,
+) -> None:
+    """An operation tags each of its commits; its result reports the last of them."""
+    files = _table(tmp_path, 3)
+    for k in range(3):  # one operation's two commits, with another writer's between them
+        write_deltalake(
+            str(tmp_path),
+            pa.table({"a": [k]}),
+            mode="append",
+            commit_properties=CommitProperties(custom_metadata={"tag": "op" if k != 1 else "x"}),
+        )
+    write_deltalake(str(tmp_path), pa.table({"a": [9]}), mode="append")  # and one after
+    assert commit_log.find_commit(files, 0, "tag", "op") == 3
+    assert commit_log.find_commit(files, 0, "tag", "op", last=True) == 5
+    assert commit_log.own_commit(files, 0, "tag", "op", last=True) == 5
+    assert commit_log.own_commit(files, 5, "tag", "op", last=True) is None
+
+
 def test_an_entry_without_commit_info_is_empty_and_a_missing_one_is_none(tmp_path: Path) -> None:
     files = _table(tmp_path, 2)
     (tmp_path / "_delta_log" / f"{2:020d}.json").write_text('{"txn":{"appId":"a","version":1}}\n')
