@@ -71,12 +71,22 @@ def _check_path(value: str, what: str) -> str:
 
 
 def _option_text(value: Any) -> Any:
-    """A TOML (or JSON) boolean or number as the string an object-store option holds."""
+    """A TOML (or JSON) boolean or number as the string an option holds."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
         return str(value)
     return value
+
+
+def _option_texts(value: Any) -> Any:
+    """A table of options passed on as strings (delta-rs's object_store options, Spark's
+    conf, Kafka's client settings all take "true" and "30"): TOML's own booleans and numbers
+    (`AWS_ALLOW_HTTP = true`, `"spark.sql.shuffle.partitions" = 8`, as one writes them) become
+    that text instead of being refused. Tables and arrays stay errors."""
+    if not isinstance(value, dict):
+        return value
+    return {key: _option_text(option) for key, option in value.items()}
 
 
 def _check_host_port(value: str) -> str:
@@ -276,15 +286,7 @@ class StorageSettings(Section):
     min_file_size: int = Field(64 * MIB, gt=0, le=64 * GIB)
     options: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("options", mode="before")
-    @classmethod
-    def _as_strings(cls, value: Any) -> Any:
-        """delta-rs (object_store) takes every option as a string, "true" and "30" included;
-        TOML's own booleans and numbers (`AWS_ALLOW_HTTP = true`, as one writes it) are
-        passed as that text instead of refused. Tables and arrays stay errors."""
-        if not isinstance(value, dict):
-            return value
-        return {key: _option_text(option) for key, option in value.items()}
+    _as_strings = field_validator("options", mode="before")(_option_texts)
 
 
 class DeltaLakeSettings(Section):
@@ -374,6 +376,8 @@ class SparkSettings(Section):
     ui_enabled: bool = False
     conf: dict[str, str] = Field(default_factory=dict)  # extra spark.* settings
 
+    _as_strings = field_validator("conf", mode="before")(_option_texts)
+
 
 class StreamSettings(Section):
     """`[stream]`: `otel-delta stream`, the Spark Structured Streaming job from Kafka (topics the
@@ -394,6 +398,7 @@ class StreamSettings(Section):
     checkpoint_location: str = ""  # "" = <table_path>/_stream_checkpoints
     # passed to the Kafka source as `kafka.<key>` (security.protocol, sasl.*, ssl.*)
     kafka_options: dict[str, str] = Field(default_factory=dict)
+    _as_strings = field_validator("kafka_options", mode="before")(_option_texts)
     # the job's /healthz, /readyz and /metrics (lag, rows, batches); "" turns it off. Not the
     # bridge's [admin] endpoint, so a bridge and a stream can run on one host from one file.
     admin_endpoint: str = "127.0.0.1:13134"

@@ -212,3 +212,24 @@ def test_storage_options_take_toml_booleans_and_numbers_as_the_strings_delta_rs_
     monkeypatch.delenv("OTEL_DELTA_DELTALAKE__STORAGE__OPTIONS")
     with pytest.raises(ConfigError, match=r"deltalake\.storage\.options\.AWS_REGION"):
         load_settings(config)
+
+
+def test_spark_conf_and_kafka_options_take_toml_booleans_and_numbers_as_text(
+    tmp_path: Path,
+) -> None:
+    """Spark's conf and Kafka's client settings are strings too: `ui.enabled = false` or a
+    partition count written as TOML's own boolean or number was refused."""
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[spark.conf]\n"spark.sql.shuffle.partitions" = 8\n"spark.ui.showConsoleProgress" = false\n'
+        '[stream.kafka_options]\n"request.timeout.ms" = 30000\n"enable.idempotence" = true\n'
+    )
+    settings = load_settings(config)
+    assert settings.spark.conf == {
+        "spark.sql.shuffle.partitions": "8",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    assert settings.stream.kafka_options == {
+        "request.timeout.ms": "30000",
+        "enable.idempotence": "true",
+    }
