@@ -111,5 +111,13 @@ class DeltaLakeConnector:
         self.engines.delta_rs.forget(name)
 
     def trace(self, trace_id: str) -> pa.Table:
-        """All spans of one trace, sorted by start time (see Table.trace)."""
-        return self.table("spans").trace(trace_id)
+        """All spans of one trace, sorted by start time (see Table.trace); none while the lake
+        has no spans table yet (a lake that has received only logs or metrics so far)."""
+        try:
+            spans = self.table("spans")
+        except TableNotFoundError:
+            from otel_delta.connector.table import checked_trace_id
+
+            checked_trace_id(trace_id)
+            return TABLES["spans"].schema.empty_table()
+        return spans.trace(trace_id)

@@ -611,12 +611,9 @@ class Table:
         """The query `trace` runs (call `.explain()` on it to see the files it scans)."""
         if self.name != "spans":
             raise InvalidQueryError(f"trace() reads the spans table, not {self.name}")
-        if not isinstance(trace_id, str) or not TRACE_ID.fullmatch(trace_id.strip()):
-            raise InvalidQueryError(f"trace id must be 32 hex digits, got {trace_id!r}")
-        node = Compare(
-            "=", Column("trace_id", pa.string()), Value(trace_id.strip().lower(), pa.string())
-        )
-        predicate = Predicate(f"trace_id = '{trace_id.strip().lower()}'", node)
+        wanted = checked_trace_id(trace_id)
+        node = Compare("=", Column("trace_id", pa.string()), Value(wanted, pa.string()))
+        predicate = Predicate(f"trace_id = '{wanted}'", node)
         return self.query().filter(predicate).order_by("start_time_unix_nano", "span_id")
 
     def history(self, limit: int | None = None) -> list[HistoryEntry]:
@@ -821,6 +818,15 @@ def _plain(field: pa.Field) -> pa.Field:
 
 
 TRACE_ID = re.compile(r"[0-9a-fA-F]{32}")
+
+
+def checked_trace_id(trace_id: object) -> str:
+    """A trace id as the tables hold it (32 lowercase hex digits), or InvalidQueryError."""
+    if not isinstance(trace_id, str) or not TRACE_ID.fullmatch(trace_id.strip()):
+        raise InvalidQueryError(f"trace id must be 32 hex digits, got {trace_id!r}")
+    return trace_id.strip().lower()
+
+
 ROWS_WRITTEN_METRICS = (
     "num_added_rows",
     "numOutputRows",

@@ -96,6 +96,19 @@ def test_trace_rejects_bad_ids(spans, lake) -> None:
         lake.table("logs").trace("00" * 16)
 
 
+def test_a_lake_without_spans_has_no_trace_rather_than_no_table(tmp_path) -> None:
+    """A lake that has received logs only: `trace()` finds no span (the trace's logs may be
+    there), where it raised TableNotFoundError; a bad id is still refused."""
+    from otel_delta.connector import DeltaConfig, DeltaLakeConnector
+    from otel_delta.tables import TABLES
+
+    lake = DeltaLakeConnector(DeltaConfig.for_path(tmp_path / "lake"))
+    found = lake.trace("0AF7651916CD43DD8448EB211C80319C")
+    assert found.num_rows == 0 and found.schema.equals(TABLES["spans"].schema)
+    with pytest.raises(InvalidQueryError):
+        lake.trace("xyz")
+
+
 def test_map_access_and_timestamps(spans) -> None:
     rows = spans.query().filter("attributes['http.route'] = '/r/2'").select(["attributes"])
     routes = {dict(r["attributes"])["http.route"] for r in rows.to_pylist()}
