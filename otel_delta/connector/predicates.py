@@ -243,9 +243,10 @@ class _Parser:
             if isinstance(left, Column) and isinstance(right, Column):
                 raise self.error("comparing two columns is not supported", left.name)
             if isinstance(left, Column):
-                return Compare(op, left, self.coerce(right, left))
+                return Compare(op, left, self.coerce(right, left, _ROUNDING.get(op)))
             if isinstance(right, Column):
-                return Compare(FLIPPED[op], right, self.coerce(left, right))
+                op = FLIPPED[op]
+                return Compare(op, right, self.coerce(left, right, _ROUNDING.get(op)))
             raise self.error("a comparison needs a column on one side")
         column = self.need_column(left)
         negated = bool(self.accept("keyword", "NOT"))
@@ -257,9 +258,9 @@ class _Parser:
             self.expect("punct", ")")
             return In(column, tuple(values), negated)
         if self.accept("keyword", "BETWEEN"):
-            low = self.coerce(self.literal(), column)
+            low = self.coerce(self.literal(), column, math.ceil)
             self.expect("keyword", "AND")
-            high = self.coerce(self.literal(), column)
+            high = self.coerce(self.literal(), column, math.floor)
             return Between(column, low, high, negated)
         if self.accept("keyword", "LIKE"):
             if not pa.types.is_string(column.type):
@@ -329,7 +330,12 @@ class _Parser:
             raise self.error("compare with NULL using IS NULL / IS NOT NULL")
         raise self.error(f"expected a value at {token.pos}, found {token.text or 'end of input'!r}")
 
-    def coerce(self, raw: object, column: Column) -> Value:
+    def coerce(
+        self, raw: object, column: Column, rounding: Callable[[float], int] | None = None
+    ) -> Value:
+        """`raw` as a value of the column's type. `rounding`: how a bound that is not a whole
+        number becomes one for an integer column, keeping the same rows (`x > 1.5` is
+        `x > 1`, `x >= 1.5` is `x >= 2`); without it (=, !=, IN) such a value is refused."""
         if isinstance(raw, Column):
             raise self.error("comparing two columns is not supported", column.name)
         type_ = column.type
@@ -348,6 +354,10 @@ class _Parser:
         elif pa.types.is_integer(type_):
             if isinstance(raw, str) and _INTEGER.fullmatch(raw.strip()):
                 raw = int(raw)  # '1000000' on a BIGINT column, as SQL engines cast it
+            if isinstance(raw, str) and rounding is not None and _NUMBER.fullmatch(raw.strip()):
+                raw = float(raw)  # '1.5' as a bound of a BIGINT column
+            if isinstance(raw, float) and math.isfinite(raw) and rounding is not None:
+                raw = float(rounding(raw))  # a bound between two integers: the same rows
             if isinstance(raw, float) and raw.is_integer() and abs(raw) < 2**63:
                 raw = int(raw)  # 1e6 on a BIGINT column
             if isinstance(raw, bool) or not isinstance(raw, int):
@@ -383,6 +393,13 @@ class _Parser:
         return Value(value, type_)
 
 
+# how a non-integer bound of an integer column is rounded, by operator (column on the left)
+_ROUNDING: dict[str, Callable[[float], int]] = {
+    ">": math.floor,
+    "<=": math.floor,
+    ">=": math.ceil,
+    "<": math.ceil,
+}
 # ids the tables hold as lowercase hex (OTLP/JSON's form): a literal in upper case, as some
 # UIs and logs print them, is the same id, not a value no row has
 _HEX_ID_COLUMNS = frozenset({"trace_id", "span_id", "parent_span_id"})

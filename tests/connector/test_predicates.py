@@ -76,6 +76,17 @@ def test_literals_are_coerced_to_the_column_type() -> None:
     assert parse("duration_ns > 5").value.value == 5
     assert parse("duration_ns > 1e6").value.value == 1_000_000
     assert parse("duration_ns > '1000000'").value.value == 1_000_000  # as SQL engines cast it
+    # a bound between two integers, on an integer column: the integer that keeps the same rows
+    assert parse("duration_ns > 123456788.5").value.value == 123456788
+    assert parse("duration_ns >= 123456788.5").value.value == 123456789
+    assert parse("duration_ns < '2.5'").value.value == 3
+    assert parse("duration_ns <= 2.5").value.value == 2
+    assert parse("2.5 < duration_ns").value.value == 2  # duration_ns > 2.5
+    between = parse("duration_ns BETWEEN 1.5 AND 3.5")
+    assert (between.low.value, between.high.value) == (2, 3)
+    for never in ("duration_ns = 2.5", "duration_ns IN (1, 2.5)"):
+        with pytest.raises(InvalidPredicateError):  # no integer is equal to it
+            parse(never)
     for not_a_number in ("'1,000'", "'1e6x'", "'inf'", "''"):
         with pytest.raises(InvalidPredicateError):
             parse(f"duration_ns > {not_a_number}")
