@@ -189,7 +189,12 @@ class ConnectorServicer:
 
     @_rpc
     def Restore(self, request, context):
-        r = self.connector.table(request.table).restore(request.version)
+        # `version` is optional in the proto: unset, it is not version 0 (the empty table);
+        # restore() refuses neither or both, as the Python API does
+        version = request.version if request.HasField("version") else None
+        r = self.connector.table(request.table).restore(
+            version, timestamp=request.timestamp or None
+        )
         return self.pb.RestoreResponse(version=r.version, restored_to=r.restored_to)
 
 

@@ -115,10 +115,18 @@ def test_operations_and_error_mapping(served) -> None:
         ),
         ("Delete", pb.DeleteRequest(table="spans", where=""), grpc.StatusCode.INVALID_ARGUMENT),
         ("Restore", pb.RestoreRequest(table="spans", version=999), grpc.StatusCode.NOT_FOUND),
+        # no version: not version 0, which restored the empty table
+        ("Restore", pb.RestoreRequest(table="spans"), grpc.StatusCode.INVALID_ARGUMENT),
+        (
+            "Restore",
+            pb.RestoreRequest(table="spans", version=4, timestamp="2026-01-01T00:00:00Z"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
     ]:
         with pytest.raises(grpc.RpcError) as failed:
             client.call(rpc, request)
         assert failed.value.code() == code, (rpc, failed.value.details())
+    assert DeltaTable(str(lake / "spans")).to_pyarrow_table().num_rows == 12_003
     with pytest.raises(grpc.RpcError) as failed:
         client.query("spans", where="DROP TABLE spans")
     assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
