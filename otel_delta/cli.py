@@ -141,6 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     except Aborted:
         print("otel-delta: aborted", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C in a table command (serve and stream stop in order)
+        print("otel-delta: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # whoever read our output went away (`| head`): quietly, as Unix
+        # tools end by SIGPIPE; what is still buffered for stdout must not fail again at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except OtelDeltaError as exc:
         print(f"otel-delta: {exc}", file=sys.stderr)
         return 2

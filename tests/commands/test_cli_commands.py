@@ -247,3 +247,34 @@ def test_redact_from_the_command_line(lake, monkeypatch) -> None:
     assert [(r["operation"], r["actor"]) for r in audit] == [("redact", "cli-test")]
     bad = cli(config, "redact", "spans", "--pattern", "(", "--yes")
     assert bad.returncode != 0 and "invalid pattern" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_reader_gone_early_ends_the_command_quietly(lake) -> None:
+    """`otel-delta query … | head` where head has gone: a successful query used to end with
+    "query failed: BrokenPipeError" and exit 1. Now it ends quietly, with SIGPIPE's exit code,
+    as Unix tools do."""
+    _, config = lake
+    command = ["query", "spans", "--format", "json", "--config", str(config)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_delta.cli", *command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # before the command has written anything
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141, err
+    assert err.decode().strip() == ""
+
+
+def test_ctrl_c_in_a_table_command_is_one_line(lake, capsys, monkeypatch) -> None:
+    """Ctrl-C during a long query printed a Python traceback ending in KeyboardInterrupt."""
+    import otel_delta.cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(otel_delta.cli, "run_command", interrupted)
+    code, _, err = run(capsys, "query", "spans", "--config", str(lake[1]))
+    assert code == 130 and err.strip() == "otel-delta: interrupted"
