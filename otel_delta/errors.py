@@ -77,6 +77,12 @@ class ShuttingDownError(OtelDeltaError):
     """The bridge is stopping and accepts no new rows (UNAVAILABLE)."""
 
 
+class ServerBusyError(OtelDeltaError):
+    """The server already runs as many calls of this kind as it takes (e.g. the
+    ConnectorService's streaming queries, which hold a thread while their client reads); retry
+    later (RESOURCE_EXHAUSTED / 429)."""
+
+
 class RowsRejectedError(OtelDeltaError):
     """The table refused these rows for what they hold (a CHECK constraint, a schema or type
     violation): committing them again cannot succeed (INVALID_ARGUMENT / 400)."""

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +20,7 @@ from typing import Any
 import grpc
 
 from otel_delta.auth import BearerToken
-from otel_delta.errors import InvalidPredicateError, OtelDeltaError
+from otel_delta.errors import InvalidPredicateError, OtelDeltaError, ServerBusyError
 from otel_delta.metrics import CONNECTOR_CALLS, CONNECTOR_SECONDS
 from otel_delta.net import bind
 from otel_delta.remote.protocol import generated, ipc_chunks
@@ -38,6 +39,9 @@ def _guarded(
     try:
         servicer.token.check_metadata(context.invocation_metadata())
         yield
+    except GeneratorExit:  # a stream its client cancelled or stopped reading
+        code = grpc.StatusCode.CANCELLED
+        raise
     except OtelDeltaError as exc:
         code = status_of(exc)
         context.abort(code, str(exc))
@@ -75,10 +79,13 @@ def _streaming(method: Callable) -> Callable:
 class ConnectorServicer:
     """The RPCs; each is a thin call into the connector API."""
 
-    def __init__(self, connector: Any, token: str) -> None:
+    def __init__(self, connector: Any, token: str, query_streams: int = 3) -> None:
         self.connector = connector
         self.token = BearerToken(token)
         self.pb, _ = generated()
+        # a Query holds a server thread while its client reads (or does not): at most this
+        # many at once, so that the other calls always find a thread
+        self._query_slots = threading.BoundedSemaphore(query_streams)
 
     @_rpc
     def Tables(self, request, context):
@@ -115,6 +122,16 @@ class ConnectorServicer:
 
     @_streaming
     def Query(self, request, context):
+        if not self._query_slots.acquire(blocking=False):
+            raise ServerBusyError(
+                "the ConnectorService streams as many queries as it takes; retry later"
+            )
+        try:
+            yield from self._query(request)
+        finally:
+            self._query_slots.release()
+
+    def _query(self, request: Any) -> Iterator[Any]:
         query = self.connector.table(request.table).query()
         if request.where:
             query = query.filter(request.where)
@@ -209,7 +226,7 @@ class ConnectorServer:
             options=[("grpc.so_reuseport", 0)],
         )
         pb_grpc.add_ConnectorServiceServicer_to_server(
-            ConnectorServicer(connector, token), self._server
+            ConnectorServicer(connector, token, query_streams=max(1, workers - 1)), self._server
         )
         self.port = 0
 

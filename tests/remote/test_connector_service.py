@@ -13,7 +13,7 @@ from otel_delta.errors import ConfigError
 from otel_delta.remote.client import ConnectorClient
 from otel_delta.remote.protocol import CHUNK_BYTES
 from tests.commands.trace_data import known_trace, other_spans
-from tests.helpers import RunningBridge
+from tests.helpers import RunningBridge, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -185,3 +185,40 @@ def test_redact(served, monkeypatch) -> None:
     with pytest.raises(grpc.RpcError) as failed:
         client.call("Redact", pb.RedactRequest(table="spans", mode="hash"))  # no target
     assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_stalled_query_streams_leave_a_thread_for_other_calls(served) -> None:
+    """A Query holds a server thread while its client reads. Clients that stop reading took
+    all four threads, and every other call (Tables, a Restore, …) waited for them: now at most
+    three stream at once, a fourth is RESOURCE_EXHAUSTED at once (retry later), the other
+    calls still run, and a cancelled stream frees its place and is counted as CANCELLED."""
+    from otel_delta.metrics import CONNECTOR_CALLS
+
+    _, endpoint = served
+    client = ConnectorClient(endpoint, TOKEN)
+    request = client.pb.QueryRequest(table="spans")
+    metadata = [("authorization", f"Bearer {TOKEN}")]
+    cancelled = CONNECTOR_CALLS.labels("Query", "CANCELLED")
+    before = cancelled._value.get()
+    # readers that do not read: HTTP/2's window stays at 64 KiB (no BDP probe to grow it), so
+    # the server's thread waits to send the next 1 MiB chunk
+    from otel_delta.remote.protocol import generated
+
+    slow = grpc.insecure_channel(endpoint, options=[("grpc.http2.bdp_probe", 0)])
+    slow_stub = generated()[1].ConnectorServiceStub(slow)
+    stalled = []
+    for _ in range(3):
+        stream = slow_stub.Query(request, metadata=metadata, timeout=120)
+        next(stream)  # the first chunk; the rest waits for a reader that never comes
+        stalled.append(stream)
+    with pytest.raises(grpc.RpcError) as busy:
+        next(client.stub.Query(request, metadata=metadata, timeout=30))
+    assert busy.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert list(client.call("Tables", client.pb.TablesRequest(), timeout=30).tables) == ["spans"]
+
+    stalled.pop().cancel()
+    wait_until(lambda: cancelled._value.get() == before + 1, timeout=30, what="the cancel")
+    assert client.query("spans", limit=5).num_rows == 5  # its place is free again
+    for stream in stalled:
+        stream.cancel()
+    slow.close()
