@@ -116,7 +116,8 @@ class Bridge:
             connector = DeltaLakeConnector(self.settings)
             self.connector_server = ConnectorServer(connector, remote.endpoint, token)
             self.connector_port = self.connector_server.start()
-            log.info("ConnectorService listening on port %d", self.connector_port)
+            host = remote.endpoint.rpartition(":")[0]
+            log.info("ConnectorService listening on %s:%d", host, self.connector_port)
         return port
 
     def _open_wal(self) -> WriteAheadLog | None:

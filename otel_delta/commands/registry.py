@@ -47,12 +47,19 @@ def _query_args(p: argparse.ArgumentParser) -> None:
 
 def _history_args(p: argparse.ArgumentParser) -> None:
     _table(p)
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=int, default=20, help="newest commits to print (default 20)")
 
 
 def _optimize_args(p: argparse.ArgumentParser) -> None:
     _table(p)
-    p.add_argument("--z-order", action="append", default=[], metavar="COL", help="repeatable")
+    p.add_argument(
+        "--z-order",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="COL",
+        help="columns to cluster by: --z-order trace_id span_id (or the flag repeated)",
+    )
     p.add_argument("--where", help="partition condition, e.g. \"date < '2026-11-01'\"")
 
 
@@ -65,7 +72,9 @@ def _vacuum_args(p: argparse.ArgumentParser) -> None:
 
 def _restore_args(p: argparse.ArgumentParser) -> None:
     _table(p)
-    p.add_argument("--version", type=int, required=True)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--version", type=int, help="the version to restore")
+    target.add_argument("--timestamp", help="the table as it was then (ISO 8601)")
     _yes(p)
 
 

@@ -69,11 +69,13 @@ def vacuum(connector: Any, args: argparse.Namespace) -> Any:
 
 def restore(connector: Any, args: argparse.Namespace) -> Any:
     table = connector.table(args.table)
-    confirm(
-        f"restore {args.table} from version {table.version()} to version {args.version}",
-        yes=args.yes,
+    target = (
+        f"version {args.version}" if args.version is not None else f"its state at {args.timestamp}"
     )
-    return table.restore(args.version)
+    confirm(f"restore {args.table} from version {table.version()} to {target}", yes=args.yes)
+    if args.version is not None:
+        return table.restore(args.version)
+    return table.restore(timestamp=args.timestamp)
 
 
 def _selected(table: Any, args: argparse.Namespace) -> Any:

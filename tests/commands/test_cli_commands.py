@@ -9,6 +9,7 @@ import os
 import pty
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,12 @@ def test_destructive_commands_refuse_without_terminal_or_yes(lake) -> None:
     result = cli(config, "restore", "spans", "--version", "3", "--yes", "--format", "json")
     assert result.returncode == 0, result.stderr
     assert DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().num_rows == 18
+    # by timestamp, as restore(timestamp=...): the table as it was when the delete committed
+    [deleted] = [c for c in DeltaTable(str(lakehouse / "spans")).history() if c["version"] == 4]
+    moment = datetime.fromtimestamp(deleted["timestamp"] / 1000, UTC).isoformat()
+    result = cli(config, "restore", "spans", "--timestamp", moment, "--yes")
+    assert result.returncode == 0, result.stderr
+    assert DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().num_rows == 8
     result = cli(config, "vacuum", "spans", "--retention-hours", "0", "--dry-run")
     assert result.returncode == 0  # a dry run deletes nothing: no confirmation needed
 
@@ -181,13 +188,14 @@ def test_optimize_z_order(lake, capsys) -> None:
         "spans",
         "--z-order",
         "trace_id",
+        "span_id",  # as the README writes it; the flag repeated works too
         "--config",
         str(config),
         "--format",
         "json",
     )
     assert code == 0, err
-    assert json.loads(out)["z_order"] == ["trace_id"]
+    assert json.loads(out)["z_order"] == ["trace_id", "span_id"]
     after = DeltaTable(str(lakehouse / "spans")).to_pyarrow_table().sort_by(key)
     assert after.equals(before)
 
