@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import io
 import json
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -49,12 +50,40 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def display_width(text: str) -> int:
+    """Columns `text` takes on a terminal: East Asian wide and fullwidth characters take two,
+    combining marks none (`len` misaligned `root-日本語` by three)."""
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
+        for c in text
+    )
+
+
+def clip(text: str, width: int, mark: str = "") -> str:
+    """`text` cut to at most `width` columns (ending in `mark` when cut)."""
+    if display_width(text) <= width:
+        return text
+    room = width - display_width(mark)
+    kept = ""
+    for c in text:
+        if display_width(kept + c) > room:
+            break
+        kept += c
+    return kept + mark
+
+
+def pad(text: str, width: int, right: bool = False) -> str:
+    """`text` padded with spaces to `width` columns (on the left with `right`)."""
+    fill = " " * max(0, width - display_width(text))
+    return fill + text if right else text + fill
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return ""
     plain = _plain(value)
     text = plain if isinstance(plain, str) else json.dumps(plain, ensure_ascii=False)
-    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+    return clip(text, MAX_CELL, "…")
 
 
 def _columns(rows: list[dict[str, Any]]) -> list[str]:
@@ -87,10 +116,12 @@ def render(value: Any, fmt: Format = "table") -> str:
     if not rows:
         return "(no rows)"
     cells = [[_cell(row.get(c)) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    widths = [
+        max(display_width(c), *(display_width(r[i]) for r in cells)) for i, c in enumerate(columns)
+    ]
     lines = [
-        "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip(),
+        "  ".join(pad(c, w) for c, w in zip(columns, widths, strict=True)).rstrip(),
         "  ".join("-" * w for w in widths),
     ]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    lines += ["  ".join(pad(v, w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     return "\n".join(lines)

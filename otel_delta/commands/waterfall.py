@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from otel_delta.commands.output import clip, display_width, pad
+
 ERROR_STATUS = "STATUS_CODE_ERROR"
 ERROR_MARK = "✗"
 EVENT_TICK = "┃"
@@ -118,8 +120,8 @@ def render_waterfall(spans: pa.Table, *, width: int = 100, color: bool = False) 
     total = max(max(s.end for s in items) - t0, 1)
     ordered = _tree(items)
     labels = [("  " * depth) + span.name for depth, span in ordered]
-    name_w = min(max(len(label) for label in labels), 48)
-    svc_w = min(max(len(s.service) for s in items), 24)
+    name_w = min(max(display_width(label) for label in labels), 48)
+    svc_w = min(max(display_width(s.service) for s in items), 24)
     bar_w = max(10, width - name_w - svc_w - 24)
     errors = sum(s.error for s in items)
     header = (
@@ -129,12 +131,12 @@ def render_waterfall(spans: pa.Table, *, width: int = 100, color: bool = False) 
     )
     lines = [
         header,
-        f"  {'span':<{name_w}} {'service':<{svc_w}} {'offset':>8} {'duration':>8} |",
+        f"  {pad('span', name_w)} {pad('service', svc_w)} {'offset':>8} {'duration':>8} |",
     ]
     for label, (_depth, span) in zip(labels, ordered, strict=True):
         mark = ERROR_MARK if span.error else " "
         line = (
-            f"{mark} {label[:name_w]:<{name_w}} {span.service[:svc_w]:<{svc_w}} "
+            f"{mark} {pad(clip(label, name_w), name_w)} {pad(clip(span.service, svc_w), svc_w)} "
             f"{format_duration(span.start - t0):>8} {format_duration(span.end - span.start):>8} "
             f"|{_bar(span, t0, total, bar_w)}|"
         )

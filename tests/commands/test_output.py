@@ -53,3 +53,16 @@ def test_dataclasses_and_empty() -> None:
 
     assert json.loads(render(Stats(3, 10), "json")) == {"files": 3, "rows": 10}
     assert render([], "table") == "(no rows)"
+
+
+def test_table_aligns_wide_characters_by_their_display_width() -> None:
+    """`len` counted 日本語 as three columns where a terminal draws six: every column after
+    it slid left on that row."""
+    from otel_delta.commands.output import display_width
+
+    lines = render([{"name": "root-日本語", "svc": "a"}, {"name": "plain", "svc": "b"}]).split("\n")
+    starts = {display_width(line[: line.rindex(" ") + 1]) for line in (lines[0], *lines[2:])}
+    assert len(starts) == 1  # `svc`, `a` and `b` begin in the same terminal column
+    assert display_width("e\u0301") == 1  # a combining accent takes no column
+    long = render([{"v": "界" * 100}]).split("\n")[2]
+    assert display_width(long) <= 60 and long.endswith("…")

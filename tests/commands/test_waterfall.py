@@ -107,3 +107,17 @@ def test_format_duration() -> None:
     assert format_duration(12_300) == "12.3µs"
     assert format_duration(4_560_000) == "4.56ms"
     assert format_duration(1_200_000_000) == "1.2s"
+
+
+def test_wide_characters_keep_the_columns_aligned() -> None:
+    from otel_delta.commands.output import display_width
+
+    lines = render_waterfall(
+        table(
+            span("r", "", "root-日本語", 0, 100, service="grpcsvc"),
+            span("c", "r", "child", 10, 20, service="サービス"),
+        ),
+        width=80,
+    )
+    bars_at = {display_width(line[: line.index("|")]) for line in lines[1:]}
+    assert len(bars_at) == 1  # every bar starts in the same terminal column
