@@ -11,6 +11,7 @@ import getpass
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from otel_delta.commands import table_ops
@@ -161,7 +162,17 @@ def run_command(args: argparse.Namespace) -> int:
     from otel_delta.connector import DeltaLakeConnector
 
     command = next(c for c in COMMANDS if c.name == args.command)
-    connector = DeltaLakeConnector(load_settings(args.config))
+    settings = load_settings(args.config)
+    lakehouse = settings.deltalake.resolved_table_path()
+    defaults = args.config is None and not Path("deltalake.toml").is_file()
+    if defaults and "://" not in lakehouse and not Path(lakehouse).exists():
+        # the defaults, and nothing there: say where it looked, or `(no rows)` misleads
+        print(
+            f"otel-delta: no deltalake.toml here and no lakehouse at {lakehouse}: "
+            "pass --config (the file the bridge runs with)",
+            file=sys.stderr,
+        )
+    connector = DeltaLakeConnector(settings)
     result = command.run(connector, args)
     lines = result if isinstance(result, table_ops.Lines) else [render(result, args.format)]
     sys.stdout.write("\n".join(lines) + "\n")

@@ -286,3 +286,22 @@ def test_ctrl_c_in_a_table_command_is_one_line(lake, capsys, monkeypatch) -> Non
     monkeypatch.setattr(otel_delta.cli, "run_command", interrupted)
     code, _, err = run(capsys, "query", "spans", "--config", str(lake[1]))
     assert code == 130 and err.strip() == "otel-delta: interrupted"
+
+
+def test_no_config_and_no_lakehouse_says_where_it_looked(tmp_path: Path) -> None:
+    """Run where there is no deltalake.toml, a command read the default ./lakehouse, found
+    nothing and printed `(no rows)`, as if the bridge had stored nothing."""
+    result = subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", "tables"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_DELTA_DELTALAKE")},
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "(no rows)"
+    assert result.stderr.strip() == (
+        f"otel-delta: no deltalake.toml here and no lakehouse at {tmp_path / 'lakehouse'}: "
+        "pass --config (the file the bridge runs with)"
+    )
