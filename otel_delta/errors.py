@@ -8,6 +8,13 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 MAX_CAUSE_CHARS = 600
 
 
+def first_line(error: object) -> str:
+    """An error's first line (its type's name if it has no text): where the rest is noise, e.g.
+    the Rust backtrace delta-rs appends, or a Java stack trace through py4j."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def describe(error: BaseException) -> str:
     """A library error as one plain line for our messages: terminal colour codes removed (they
     reached gRPC status details), lines joined, and the causes behind a generic message (e.g.

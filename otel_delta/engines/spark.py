@@ -22,7 +22,7 @@ from otel_delta.engines.base import rows_rejected
 from otel_delta.engines.commit_log import own_commit
 from otel_delta.engines.data_files import table_filesystem
 from otel_delta.engines.vacuum import vacuum_files
-from otel_delta.errors import CommitError, RowsRejectedError
+from otel_delta.errors import CommitError, RowsRejectedError, first_line
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.sql import quote_identifier
 from otel_delta.tables.packed import unpack
@@ -213,7 +213,7 @@ class SparkEngine:
         try:
             writer.save(uri)
         except Exception as exc:  # py4j / AnalysisException: surface as our error, one line
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             if rows_rejected(exc):
                 raise RowsRejectedError(f"{label} refused the rows: {first}") from exc
             raise CommitError(f"Spark commit to {label} failed: {first}") from exc

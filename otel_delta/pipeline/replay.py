@@ -18,6 +18,7 @@ from otel_delta.errors import (
     RequestTooLargeError,
     TableNotFoundError,
     TableUnreadableError,
+    first_line,
 )
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.pipeline.body import logged_protobuf
@@ -55,8 +56,7 @@ def committed_positions(
         except OtelDeltaError:
             raise
         except Exception as exc:  # delta-rs: a damaged log, a store that refuses
-            # its first line: delta-rs appends a Rust backtrace to the message
-            cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            cause = first_line(exc)  # delta-rs appends a Rust backtrace to the message
             if skip_unreadable:
                 log.warning("table %r at %s cannot be read: %s", name, lakehouse.uri(name), cause)
                 continue

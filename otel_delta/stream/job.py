@@ -34,7 +34,7 @@ from otel_delta.config import AdminSettings, Settings, StreamSettings
 from otel_delta.engines.data_files import DataFile, added, not_appendable, stats_columns
 from otel_delta.engines.delta_rs import holds_transaction
 from otel_delta.engines.spark import spark_schema
-from otel_delta.errors import CommitError, ConfigError
+from otel_delta.errors import CommitError, ConfigError, first_line
 from otel_delta.faults import crash_point
 from otel_delta.lakehouse import STATS_COLUMNS, Lakehouse, table_uri
 from otel_delta.signals import SIGNALS_BY_NAME
@@ -188,7 +188,7 @@ class BatchWriter:
                 commit_properties=lakehouse.commit_properties(txn, STREAM_OPERATION, added(files)),
             )
         except Exception as exc:
-            raise CommitError(f"commit to {name} failed: {_first_line(exc)}") from exc
+            raise CommitError(f"commit to {name} failed: {first_line(exc)}") from exc
 
 
 def file_target(lakehouse: Lakehouse, topics: dict[str, str]) -> FileTarget:
@@ -287,7 +287,7 @@ def _run_query(
                 query.awaitTermination(1)
                 _observe(status, query)
         except Exception as exc:
-            status.failure = _first_line(exc)
+            status.failure = first_line(exc)
             raise StreamFailed(status.failure) from exc
         _observe(status, query)  # the last batches of an availableNow run
         if query.isActive:
@@ -295,7 +295,7 @@ def _run_query(
             query.stop()
         failure = query.exception()
         if failure is not None:
-            status.failure = _first_line(failure)
+            status.failure = first_line(failure)
             raise StreamFailed(status.failure)
     finally:
         status.active = False
@@ -309,8 +309,3 @@ def _observe(status: StreamStatus, query: Any) -> None:
     a batch shorter than the polling second still gets its line."""
     for progress in query.recentProgress:
         status.observe(progress)
-
-
-def _first_line(exc: Any) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
