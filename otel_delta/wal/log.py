@@ -99,6 +99,11 @@ class WriteAheadLog:
         return sum(s.size for s in self._segments)
 
     @property
+    def _used_bytes(self) -> int:
+        """Bytes on disk and queued for the next write: what `wal.max_bytes` bounds."""
+        return self.disk_bytes + self._queued_bytes
+
+    @property
     def segment_count(self) -> int:
         return len(self._segments)
 
@@ -182,7 +187,7 @@ class WriteAheadLog:
 
     def check_capacity(self, incoming: int = 0) -> None:
         """WalFullError when the log is at `wal.max_bytes` (records not yet committed)."""
-        used = self.disk_bytes + self._queued_bytes
+        used = self._used_bytes
         if self._closing:
             raise WalError("the write-ahead log is closing")
         if used + incoming > self.max_bytes:
@@ -206,7 +211,7 @@ class WriteAheadLog:
             ago = time.monotonic() - failed_at
             if ago < WRITE_FAILURE_HOLD_SECONDS:
                 return f"a write failed {ago:.0f} s ago: {error}"
-        used = self.disk_bytes + self._queued_bytes
+        used = self._used_bytes
         if used + max(self._refused_bytes, 1) > self.max_bytes:
             return f"full: {used} of {self.max_bytes} bytes await their Delta commits"
         return ""
