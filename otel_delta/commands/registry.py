@@ -16,6 +16,7 @@ from typing import Any
 
 from otel_delta.commands import table_ops
 from otel_delta.commands.output import FORMATS, render
+from otel_delta.commands.waterfall import MIN_WIDTH
 from otel_delta.config import load_settings
 
 
@@ -121,7 +122,23 @@ def _redact_args(p: argparse.ArgumentParser) -> None:
 
 def _trace_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace_id", help="32 hex digits")
-    p.add_argument("--width", type=int, default=0, help="columns (default: the terminal's)")
+    p.add_argument(
+        "--width",
+        type=_waterfall_width,
+        default=0,
+        help=f"columns, at least {MIN_WIDTH} (default: the terminal's)",
+    )
+
+
+def _waterfall_width(text: str) -> int:
+    """`--width`: a waterfall narrower than MIN_WIDTH would wrap its every line."""
+    try:
+        width = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of columns: {text!r}") from None
+    if width < MIN_WIDTH:
+        raise argparse.ArgumentTypeError(f"{width} columns: a waterfall needs at least {MIN_WIDTH}")
+    return width
 
 
 COMMANDS: tuple[Command, ...] = (

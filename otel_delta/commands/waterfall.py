@@ -19,6 +19,14 @@ BAR = "█"
 RED = "\x1b[31m"
 DIM = "\x1b[2m"
 RESET = "\x1b[0m"
+# columns of a line besides the name, service and bar: the error mark, offset, duration, spaces
+# and the bar's two edges
+FIXED_COLUMNS = 24
+NAME_COLUMNS = (8, 48)  # a span's name (indented by depth): at least, at most
+SERVICE_COLUMNS = (8, 24)
+BAR_MIN_COLUMNS = 10
+# the narrowest waterfall whose every line fits its width (`trace --width` refuses less)
+MIN_WIDTH = FIXED_COLUMNS + NAME_COLUMNS[0] + SERVICE_COLUMNS[0] + BAR_MIN_COLUMNS
 NEEDED = ("span_id", "parent_span_id", "name", "start_time_unix_nano", "duration_ns")
 
 
@@ -111,6 +119,23 @@ def _bar(span: _Span, t0: int, total: int, width: int) -> str:
     return "".join(cells)
 
 
+def _column_widths(name: int, service: int, width: int) -> tuple[int, int, int]:
+    """Columns of the name, the service and the bar in lines of `width` columns: names and
+    services as wide as their widest (up to their caps) while the bar keeps its minimum; when
+    that does not fit, both give up columns in turn (clipped, down to their minimums), so a
+    narrow terminal gets lines of its width rather than lines that wrap."""
+    name_w = max(NAME_COLUMNS[0], min(name, NAME_COLUMNS[1]))
+    svc_w = max(SERVICE_COLUMNS[0], min(service, SERVICE_COLUMNS[1]))
+    while FIXED_COLUMNS + name_w + svc_w + BAR_MIN_COLUMNS > width:
+        if name_w > NAME_COLUMNS[0] and (name_w >= svc_w or svc_w == SERVICE_COLUMNS[0]):
+            name_w -= 1
+        elif svc_w > SERVICE_COLUMNS[0]:
+            svc_w -= 1
+        else:
+            break
+    return name_w, svc_w, max(BAR_MIN_COLUMNS, width - FIXED_COLUMNS - name_w - svc_w)
+
+
 def render_waterfall(spans: pa.Table, *, width: int = 100, color: bool = False) -> list[str]:
     """The lines of a waterfall of one trace (a header, then one line per span)."""
     items = _spans(spans)
@@ -120,9 +145,11 @@ def render_waterfall(spans: pa.Table, *, width: int = 100, color: bool = False) 
     total = max(max(s.end for s in items) - t0, 1)
     ordered = _tree(items)
     labels = [("  " * depth) + span.name for depth, span in ordered]
-    name_w = min(max(display_width(label) for label in labels), 48)
-    svc_w = min(max(display_width(s.service) for s in items), 24)
-    bar_w = max(10, width - name_w - svc_w - 24)
+    name_w, svc_w, bar_w = _column_widths(
+        max(display_width(label) for label in labels),
+        max(display_width(s.service) for s in items),
+        width,
+    )
     errors = sum(s.error for s in items)
     header = (
         f"trace: {len(items)} spans, {format_duration(total)}"

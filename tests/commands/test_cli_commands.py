@@ -100,6 +100,15 @@ def test_bad_input_is_one_line_exit_2(lake, capsys) -> None:
         assert len(err.strip().splitlines()) == 1 and needle in err, err
 
 
+def test_trace_width_below_the_minimum_is_refused(lake, capsys) -> None:
+    """It was taken and clamped: lines came out wider than asked, and wrapped."""
+    _, config = lake
+    with pytest.raises(SystemExit) as exit_info:
+        main(["trace", TRACE_ID, "--config", str(config), "--width", "30"])
+    assert exit_info.value.code == 2
+    assert "--width: 30 columns: a waterfall needs at least 50" in capsys.readouterr().err
+
+
 def test_trace_waterfall(lake, capsys) -> None:
     _, config = lake
     code, out, _ = run(capsys, "trace", TRACE_ID, "--config", str(config), "--width", "100")

@@ -121,3 +121,20 @@ def test_wide_characters_keep_the_columns_aligned() -> None:
     )
     bars_at = {display_width(line[: line.index("|")]) for line in lines[1:]}
     assert len(bars_at) == 1  # every bar starts in the same terminal column
+
+
+def test_lines_fit_a_narrow_width() -> None:
+    """Long names and services give up columns (clipped) before a line outgrows its width; at
+    100 columns (the widest line once was 109) and down to MIN_WIDTH."""
+    from otel_delta.commands.output import display_width
+    from otel_delta.commands.waterfall import MIN_WIDTH
+
+    spans = table(
+        span("r", "", "GET /api/v1/" + "x" * 60, 0, 100, service="checkout-" + "y" * 30),
+        span("c", "r", "SELECT orders " + "z" * 60, 10, 20, service="postgres-primary-eu"),
+    )
+    for width in (100, 70, MIN_WIDTH):
+        lines = render_waterfall(spans, width=width)
+        assert {display_width(line) for line in lines[2:]} == {width}, width
+    wide = render_waterfall(spans, width=200)  # room: names and services up to their caps
+    assert "GET /api/v1/" + "x" * 30 in wide[2]
