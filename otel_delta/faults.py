@@ -1,13 +1,18 @@
-"""Crash points, for the tests that prove what survives a crash at each step of ingestion.
+"""Crash and pause points, for the tests that prove what survives a crash (or a stop) at each
+step of ingestion.
 
 `OTEL_DELTA_CRASH_AT=<point>` in a bridge's (or a stream job's) environment makes the process
 exit at once — no cleanup, no flush, like `kill -9` — the first time it reaches that point.
-Unset (always, in production) a crash point costs one string comparison.
+`OTEL_DELTA_PAUSE_AT=<point>:<seconds>` makes it sleep there each time instead, so that a test
+can act while a step is under way. Unset (always, in production) each costs one string
+comparison.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 
 CRASH_EXIT_CODE = 86
 POINTS = (
@@ -17,9 +22,19 @@ POINTS = (
     # `otel-delta stream`: one table of a micro-batch committed, the batch's other tables not
     "stream-table-committed",
 )
+# `otel-delta stream`: an executor converting a micro-batch's messages (pause only)
+PAUSE_POINTS = ("stream-converting",)
 _CRASH_AT = os.environ.get("OTEL_DELTA_CRASH_AT", "")
+_PAUSE_AT, _, _PAUSE_SECONDS = os.environ.get("OTEL_DELTA_PAUSE_AT", "").partition(":")
 
 
 def crash_point(name: str) -> None:
     if name == _CRASH_AT:
         os._exit(CRASH_EXIT_CODE)
+
+
+def pause_point(name: str) -> None:
+    if name == _PAUSE_AT:
+        # on stderr: a stream job's executors do not log through the driver's logging
+        print(f"otel-delta fault: pausing at {name} for {_PAUSE_SECONDS} s", file=sys.stderr)
+        time.sleep(float(_PAUSE_SECONDS or 0))

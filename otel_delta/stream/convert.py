@@ -28,6 +28,7 @@ from google.protobuf.message import DecodeError
 
 from otel_delta.backfill.stage import MAX_RAW_BYTES
 from otel_delta.engines.data_files import table_filesystem, write_partitioned
+from otel_delta.faults import pause_point
 from otel_delta.lakehouse import table_uri
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.tables import TABLES
@@ -144,6 +145,7 @@ def convert_task(topics: dict[str, str], target: FileTarget) -> Callable:
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
+            pause_point("stream-converting")
             tables, dead, rejected = convert_messages(batch, topics)
             outputs = {name: pa.concat_tables(parts) for name, parts in tables.items()}
             if dead:

@@ -52,8 +52,45 @@ STREAM_OPERATION = "stream"  # `otel_delta.operation` of the stream's commits (t
 QUERY_ID_TIMEOUT = 60.0
 
 
+# the Java exceptions by which Spark knows a batch was interrupted by the query's stop
+# (StreamExecution.IO_EXCEPTION_NAMES)
+INTERRUPTIONS = (
+    "java.lang.InterruptedException",
+    "java.io.InterruptedIOException",
+    "java.nio.channels.ClosedByInterruptException",
+)
+
+
 class StreamFailed(Exception):
     """The streaming query stopped with an error (Spark's, first line)."""
+
+
+class BatchInterrupted(Exception):
+    """A stop interrupted a micro-batch's Spark job. Spark then records no commit for the
+    batch, so the next start re-runs it, and the tables it already reached skip it by their
+    Delta transaction.
+
+    Its message is short and in the form by which Spark recognizes a stop (StreamExecution's
+    PROXY_ERROR), because that recognition runs a regular expression that recurses once per
+    character of the message: py4j's own error, with its Java stack trace, overflowed the
+    stream thread's stack and dumped a 1,100-line StackOverflowError on every stop mid-batch."""
+
+    def __init__(self, interruption: str) -> None:
+        super().__init__(
+            f"py4j.protocol.Py4JJavaError: An error occurred while calling collectToPython.\n"
+            f": {interruption}"
+        )
+
+
+class _NoInterruptedBatchTraceback(logging.Filter):
+    """py4j logs every exception of a Python callback with its traceback; an interrupted
+    batch is an orderly stop, logged by the job in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], BatchInterrupted))
+
+
+_QUIET_INTERRUPTIONS = _NoInterruptedBatchTraceback()
 
 
 def checkpoint_location(settings: Settings) -> str:
@@ -100,10 +137,17 @@ class BatchWriter:
     """The `foreachBatch` function: the executors convert and write the files (one Spark job),
     then the driver commits each table's files in one delta-rs commit with the batch's txn."""
 
-    def __init__(self, lakehouse: Lakehouse, topics: dict[str, str], status: StreamStatus) -> None:
+    def __init__(
+        self,
+        lakehouse: Lakehouse,
+        topics: dict[str, str],
+        status: StreamStatus,
+        stopping: threading.Event | None = None,
+    ) -> None:
         self.lakehouse = lakehouse
         self.topics = topics
         self.status = status
+        self.stopping = stopping or threading.Event()  # set once the query is to stop
         self.target = file_target(lakehouse, topics)
         self.app_id: str | None = None
         self._ready = threading.Event()
@@ -117,11 +161,7 @@ class BatchWriter:
             raise StreamFailed("the streaming query's id never became known")
         assert self.app_id is not None
         started = time.monotonic()
-        written = (
-            frame.select(*MESSAGE_COLUMNS)
-            .mapInArrow(convert_task(self.topics, self.target), spark_schema(WRITTEN))
-            .collect()
-        )
+        written = self._write_files(frame, batch_id)
         messages = rejected = 0
         files: dict[str, list[Any]] = {}
         for row in written:
@@ -153,6 +193,23 @@ class BatchWriter:
             ", ".join(steps),
             sum(counts.values()) / seconds if seconds > 0 else 0.0,
         )
+
+    def _write_files(self, frame: DataFrame, batch_id: int) -> list[Any]:
+        """The Spark job of a batch: the executors convert its messages and write the files;
+        the descriptions of the files come back. A stop interrupts it (BatchInterrupted)."""
+        try:
+            return (
+                frame.select(*MESSAGE_COLUMNS)
+                .mapInArrow(convert_task(self.topics, self.target), spark_schema(WRITTEN))
+                .collect()
+            )
+        except Exception as exc:
+            text = str(exc)
+            interruption = next((name for name in INTERRUPTIONS if name in text), None)
+            if interruption is None or not self.stopping.is_set():
+                raise
+            log.info("batch %d interrupted by the stop: the next start runs it again", batch_id)
+            raise BatchInterrupted(interruption) from None
 
     def _commit(self, name: str, rows: list[Any], txn: Transaction) -> None:
         """One commit adding the batch's files of table `name`; none if the table already
@@ -250,6 +307,7 @@ def _run_query(
 ) -> None:
     stream = settings.stream
     logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per gateway call at INFO
+    logging.getLogger("py4j.clientserver").addFilter(_QUIET_INTERRUPTIONS)
     lakehouse = Lakehouse.from_settings(settings)
     spark = stream_session(lakehouse)
     handlers: dict[int, Any] = {}
@@ -257,7 +315,7 @@ def _run_query(
         for signum in (signal.SIGTERM, signal.SIGINT):
             handlers[signum] = signal.signal(signum, lambda *_: stop.set())
     try:
-        writer = BatchWriter(lakehouse, topics, status)
+        writer = BatchWriter(lakehouse, topics, status, stop)
         location = checkpoint_location(settings)
         trigger: dict[str, Any] = (
             {"availableNow": True}
