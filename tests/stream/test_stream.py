@@ -5,6 +5,7 @@ jars/kafka at start)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -104,6 +106,27 @@ def start_stream(
             stderr=out,
             start_new_session=True,
         )
+
+
+@contextlib.contextmanager
+def stream_running(
+    config: Path, log: Path, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen]:
+    """A running `otel-delta stream` (start_stream), killed with its group if the test leaves
+    it running."""
+    child = start_stream(config, log, env=env)
+    try:
+        yield child
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(timeout=30)
+
+
+def stop_stream(child: subprocess.Popen, log: Path) -> None:
+    """SIGTERM, and the orderly stop's exit 0."""
+    child.send_signal(signal.SIGTERM)
+    assert child.wait(timeout=120) == 0, log.read_text()[-6000:]
 
 
 def run_once(config: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -260,8 +283,7 @@ def test_stream_without_once_runs_until_sigterm_and_stops_cleanly(
     names = topics(kafka, "term", span_partitions=1)
     config = write_config(tmp_path, kafka, names)
     log = tmp_path / "stream.log"
-    child = start_stream(config, log)
-    try:
+    with stream_running(config, log) as child:
         produce(kafka, names["traces"], [span_request(i) for i in range(5)])
         spans = tmp_path / "lake" / "spans"
         deadline = time.monotonic() + RUN_TIMEOUT
@@ -288,15 +310,8 @@ def test_stream_without_once_runs_until_sigterm_and_stops_cleanly(
         assert scrape(int(port))["otel_delta_stream_batches_total"] >= 2
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as ready:
             assert ready.status == 200
-        child.send_signal(signal.SIGTERM)
-        child.wait(timeout=120)
-        err = log.read_text()
-        assert child.returncode == 0, err[-6000:]
-        assert "stopping the streaming query" in err
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait(timeout=30)
+        stop_stream(child, log)
+        assert "stopping the streaming query" in log.read_text()
     assert_stored(tmp_path, {"traces": [span_request(i) for i in range(6)]})
 
 
@@ -312,18 +327,12 @@ def test_sigterm_mid_batch_stops_in_order_and_the_next_start_runs_the_batch(
     produce(kafka, names["traces"], sent)
     config = write_config(tmp_path, kafka, names)
     log = tmp_path / "stream.log"
-    child = start_stream(config, log, env={"OTEL_DELTA_PAUSE_AT": "stream-converting:60"})
-    try:
+    with stream_running(config, log, {"OTEL_DELTA_PAUSE_AT": "stream-converting:60"}) as child:
         deadline = time.monotonic() + RUN_TIMEOUT
         while "pausing at stream-converting" not in log.read_text():
             assert child.poll() is None and time.monotonic() < deadline, log.read_text()[-6000:]
             time.sleep(0.2)
-        child.send_signal(signal.SIGTERM)
-        assert child.wait(timeout=120) == 0, log.read_text()[-6000:]
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait(timeout=30)
+        stop_stream(child, log)
     text = log.read_text()
     assert "batch 0 interrupted by the stop: the next start runs it again" in text
     for noise in ("StackOverflowError", "Traceback", "Exception in thread"):
@@ -356,8 +365,7 @@ def test_stream_and_bridge_write_the_same_table_at_once(kafka: KafkaBroker, tmp_
     spans = tmp_path / "lake" / "spans"
     bridge = ServeProcess(config)
     try:
-        child = start_stream(config, log)
-        try:
+        with stream_running(config, log) as child:
             deadline = time.monotonic() + RUN_TIMEOUT
             while not DeltaTable.is_deltatable(str(spans)):  # the stream's first batch
                 assert child.poll() is None and time.monotonic() < deadline, log.read_text()
@@ -370,12 +378,7 @@ def test_stream_and_bridge_write_the_same_table_at_once(kafka: KafkaBroker, tmp_
             while lake_table(tmp_path, "spans").num_rows < 80:
                 assert child.poll() is None and time.monotonic() < deadline, log.read_text()
                 time.sleep(0.5)
-            child.send_signal(signal.SIGTERM)
-            assert child.wait(timeout=120) == 0, log.read_text()[-6000:]
-        finally:
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait(timeout=30)
+            stop_stream(child, log)
     finally:
         assert bridge.stop() == 0, "".join(bridge.lines)[-3000:]
     stored = lake_table(tmp_path, "spans").column("name").to_pylist()
