@@ -45,10 +45,24 @@ def test_one_byte_over_the_limit_is_too_large(encoding: str) -> None:
         decompress(PACKERS[encoding](BODY), encoding, len(BODY) - 1)
 
 
-def test_a_bomb_stops_at_the_limit() -> None:
-    bomb = gzip.compress(b"\0" * (256 * 1024 * 1024))  # 256 MiB of zeros in ~250 KiB
-    with pytest.raises(RequestTooLargeError):
-        decompress(bomb, "gzip", 1024 * 1024)
+@pytest.mark.parametrize("encoding", ["gzip", "zstd"])
+def test_a_bomb_stops_at_the_limit(encoding: str) -> None:
+    # 256 MiB of zeros in ~250 KiB (gzip) or ~8 KiB (zstd)
+    bomb = PACKERS[encoding](b"\0" * (256 * 1024 * 1024))
+    tracemalloc.start()
+    try:
+        with pytest.raises(RequestTooLargeError):
+            decompress(bomb, encoding, 1024 * 1024)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1024 * 1024  # about the limit, never the bomb's size
+
+
+def test_concatenated_zstd_frames_and_skippable_frames() -> None:
+    skippable = (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
+    zstd = zstandard.ZstdCompressor().compress
+    assert decompress(zstd(b"ab") + skippable + zstd(BODY), "zstd", len(BODY) + 2) == b"ab" + BODY
 
 
 def test_concatenated_gzip_members() -> None:
@@ -93,6 +107,10 @@ def test_a_small_body_cannot_claim_a_large_buffer() -> None:
 def test_truncated_and_foreign_bodies() -> None:
     with pytest.raises(InvalidRequestError, match="truncated"):
         decompress(gzip.compress(BODY)[:-20], "gzip", len(BODY))
+    zstd = zstandard.ZstdCompressor().compress
+    for cut in (zstd(BODY)[:-3], zstd(BODY)[:6], zstd(b"ab") + zstd(BODY)[:-3]):
+        with pytest.raises(InvalidRequestError, match="truncated"):
+            decompress(cut, "zstd", len(BODY) + 2)
     with pytest.raises(InvalidRequestError, match="cannot decompress"):
         decompress(b"plain text", "zstd", 100)
     with pytest.raises(UnsupportedMediaTypeError, match="snappy"):

@@ -208,6 +208,13 @@ BAD_REQUESTS = [
     (JSON, b"{not json", 400, 3),
     (JSON, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', 400, 3),
     ({**PROTOBUF, "Content-Encoding": "gzip"}, b"not gzip", 400, 3),
+    # cut short: the finished part of the frame is no request (it used to be taken as empty)
+    (
+        {**PROTOBUF, "Content-Encoding": "zstd"},
+        zstandard.compress(corpus.trace_request().SerializeToString())[:-4],
+        400,
+        3,
+    ),
     ({**PROTOBUF, "Content-Encoding": "br"}, b"", 415, 3),
     ({"Content-Type": "text/plain"}, b"hello", 415, 3),
 ]
