@@ -24,7 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
 from otel_delta.config import AdminSettings
-from otel_delta.net import bound_endpoint, serve_http
+from otel_delta.net import bound_endpoint, http_runner, serve_http
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class AdminServer:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = http_runner(app)
         self.port = 0
 
     async def start(self) -> int:

@@ -3,13 +3,15 @@ HOST:PORT, with one clear line when it cannot."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
-from otel_delta.errors import ConfigError
+from otel_delta.errors import ConfigError, first_line
 
 
 def _probe(endpoint: str, key: str) -> None:
@@ -51,6 +53,33 @@ def bound_endpoint(configured: str, port: int) -> str:
     """`host:port` of a server configured to listen on `configured` (whose port may be 0, any
     free one) and now listening on `port`: what the logs and the tests name."""
     return f"{configured.rpartition(':')[0]}:{port}"
+
+
+class _ServerLog(logging.LoggerAdapter):
+    """aiohttp's server log (`aiohttp.server`), for our HTTP servers. A request aiohttp cannot
+    parse (bad framing, a header too long: the client's fault, answered 400 by aiohttp) is one
+    WARNING line naming the client and the fault: aiohttp logs each as an ERROR with a
+    traceback and the request's bytes, so any client could fill the log with tracebacks of
+    nothing wrong here. Everything else (an exception in our handlers) keeps its ERROR and
+    traceback."""
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        fault = kwargs.get("exc_info")
+        if isinstance(fault, HttpProcessingError):
+            self.logger.warning(
+                "%s: %d %s", str(msg) % args, fault.code, first_line(fault.message or fault)
+            )
+            return
+        super().log(level, msg, *args, **kwargs)
+
+
+SERVER_LOG = _ServerLog(logging.getLogger("aiohttp.server"))
+
+
+def http_runner(app: web.Application, **options: Any) -> web.AppRunner:
+    """The runner of one of our aiohttp servers: no access log, signals left to the bridge,
+    malformed requests logged as one line (`_ServerLog`); `options` go to aiohttp."""
+    return web.AppRunner(app, access_log=None, handle_signals=False, logger=SERVER_LOG, **options)
 
 
 async def serve_http(

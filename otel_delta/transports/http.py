@@ -28,7 +28,7 @@ from otel_delta.errors import (
     ShuttingDownError,
     UnsupportedMediaTypeError,
 )
-from otel_delta.net import bound_endpoint, serve_http
+from otel_delta.net import bound_endpoint, http_runner, serve_http
 from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
 from otel_delta.pipeline.body import Body, receive_compressed
 from otel_delta.signals import SIGNALS, Signal
@@ -62,9 +62,7 @@ class HttpTransport:
         for path in self._signals:
             app.router.add_route("*", path, self._handle)
         # bodies are decompressed here, bounded by the limit: not by aiohttp, which would not be
-        self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, auto_decompress=False
-        )
+        self._runner = http_runner(app, auto_decompress=False)
         self.port = 0
         # set when the bridge stops: bodies still arriving are not waited for
         self._closing = asyncio.Event()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import logging
+import socket
 import time
 import zlib
 
@@ -227,6 +229,39 @@ def test_bad_requests_get_the_spec_answer(bridge, lakehouse, headers, body, http
     status = status_of(answer)
     assert status.code == code and status.message
     assert not table_exists(lakehouse, "spans")
+
+
+MALFORMED = [
+    # requests aiohttp's parser refuses with 400 before any handler of ours runs
+    b"Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+    b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"X-Big: " + b"a" * 100_000 + b"\r\nContent-Length: 0\r\n\r\n",
+]
+
+
+def malformed_answer(port: int, path: str, headers_and_body: bytes) -> bytes:
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head.encode() + headers_and_body)
+        return sock.recv(100)
+
+
+def test_malformed_http_is_400_and_one_log_line_not_a_traceback(bridge, caplog) -> None:
+    """A client's malformed HTTP (framing, a header too long) is answered 400 by aiohttp, on
+    the OTLP port and the admin port alike; it logged an ERROR with a traceback and the
+    request's bytes for each, so any client could fill the bridge's log."""
+    assert bridge.bridge.http is not None and bridge.bridge.admin is not None
+    caplog.set_level(logging.DEBUG, logger="aiohttp.server")
+    for port, path in ((bridge.bridge.http.port, "/v1/traces"), (bridge.bridge.admin.port, "/")):
+        for request in MALFORMED:
+            assert malformed_answer(port, path, request).startswith(b"HTTP/1.0 400")
+    records = [r for r in caplog.records if r.name == "aiohttp.server"]
+    assert len(records) == 2 * len(MALFORMED)
+    assert all(r.levelno == logging.WARNING and not r.exc_info for r in records)
+    assert "Invalid character in chunk size" in records[0].getMessage()
+    assert all("\n" not in r.getMessage() for r in records)
+    body = corpus.trace_request().SerializeToString()
+    assert requests.post(url(bridge), data=body, headers=PROTOBUF, timeout=30).status_code == 200
 
 
 def test_methods_and_paths(bridge) -> None:
