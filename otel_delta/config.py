@@ -142,6 +142,9 @@ class ReceiverSettings(Section):
     # OTLP/HTTP: how long a request's body may take to arrive once the request has its slot;
     # a slower (or stalled) client gets 408 and the slot goes to the requests waiting
     http_body_timeout_seconds: float = Field(30.0, gt=0, le=HOUR)
+    # OTLP/gRPC: the same for an Export's request message; a client that opened the call and
+    # sends nothing (no deadline) gets DEADLINE_EXCEEDED and the slot goes to the requests waiting
+    grpc_message_timeout_seconds: float = Field(30.0, gt=0, le=HOUR)
     # HTTP/2 flow-control window per gRPC stream: how much of a request a client may send
     # before the bridge reads it. Fixed, not auto-tuned, so requests waiting for a slot hold
     # little memory; a stream moves at most this much per round trip, so raise it for

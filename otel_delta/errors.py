@@ -47,8 +47,9 @@ class UnsupportedMediaTypeError(InvalidRequestError):
 
 
 class RequestTimeoutError(InvalidRequestError):
-    """An OTLP/HTTP request's body did not arrive within `receiver.http_body_timeout_seconds`
-    of its turn (DEADLINE_EXCEEDED / 408): its slot goes to the requests waiting."""
+    """An OTLP/HTTP request's body, or an OTLP/gRPC Export's message, did not arrive within
+    `receiver.http_body_timeout_seconds` / `grpc_message_timeout_seconds` of its turn
+    (DEADLINE_EXCEEDED / 408): its slot goes to the requests waiting."""
 
 
 class ClientDisconnectedError(InvalidRequestError):

@@ -31,6 +31,7 @@ from otel_delta.errors import (
     ClientDisconnectedError,
     InvalidRequestError,
     OtelDeltaError,
+    RequestTimeoutError,
     RequestTooLargeError,
     UnauthenticatedError,
 )
@@ -49,9 +50,15 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 def export_handler(
-    signal: Signal, pipeline: ExportPipeline, limit: int, token: BearerToken | None = None
+    signal: Signal,
+    pipeline: ExportPipeline,
+    limit: int,
+    timeout: float,
+    token: BearerToken | None = None,
 ) -> Handler:
-    """`limit`: the largest request, inflated, in bytes (receiver.max_receive_message_bytes)."""
+    """`limit`: the largest request, inflated, in bytes (receiver.max_receive_message_bytes);
+    `timeout`: how long its message may take once it has a slot
+    (receiver.grpc_message_timeout_seconds)."""
 
     async def export(_: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> Message:
         started = time.monotonic()
@@ -62,7 +69,9 @@ def export_handler(
         except UnauthenticatedError as exc:
             outcome = Rejected(exc, str(exc))
         else:
-            outcome = await pipeline.export(signal, lambda: request_message(context, limit))
+            outcome = await pipeline.export(
+                signal, lambda: request_message(context, limit, timeout)
+            )
         observe("grpc", signal, outcome, started)
         if isinstance(outcome, Accepted):
             return signal.response_for(outcome.rejected, outcome.error_message)
@@ -77,10 +86,20 @@ def export_handler(
     return export
 
 
-async def request_message(context: grpc.aio.ServicerContext, limit: int) -> Body:
+async def request_message(context: grpc.aio.ServicerContext, limit: int, timeout: float) -> Body:
     """The Export's one request message, read when the pipeline asks for it, and inflated if
-    the client compressed it (the server leaves that to us: transports/encoding.py)."""
-    message = await context.read()
+    the client compressed it (the server leaves that to us: transports/encoding.py). It must
+    arrive within `timeout` seconds: the request holds a slot while it is read, and a call
+    without a deadline whose message never comes would hold it for as long as its client
+    keeps the stream open — a few such calls held every slot, and every other Export, over
+    both transports, was answered UNAVAILABLE."""
+    try:
+        message = await asyncio.wait_for(context.read(), timeout)
+    except TimeoutError:
+        raise RequestTimeoutError(
+            f"the request message did not arrive within {timeout:g} s "
+            "(receiver.grpc_message_timeout_seconds)"
+        ) from None
     if message is grpc.aio.EOF:
         raise await no_message(context, limit)
     return await grpc_message(message, limit)
@@ -118,6 +137,7 @@ async def no_message(context: grpc.aio.ServicerContext, limit: int) -> OtelDelta
 def generic_handlers(
     pipeline: ExportPipeline,
     limit: int,
+    timeout: float,
     signals: tuple[Signal, ...] = SIGNALS,
     token: BearerToken | None = None,
 ):
@@ -126,7 +146,7 @@ def generic_handlers(
             signal.grpc_service,
             {
                 "Export": grpc.stream_unary_rpc_method_handler(
-                    export_handler(signal, pipeline, limit, token),
+                    export_handler(signal, pipeline, limit, timeout, token),
                     request_deserializer=None,  # the pipeline decodes: bad bytes → INVALID_ARGUMENT
                     response_serializer=signal.response.SerializeToString,
                 )
@@ -164,7 +184,12 @@ class GrpcTransport:
             ],
         )
         self._server.add_generic_rpc_handlers(
-            generic_handlers(pipeline, settings.max_receive_message_bytes, token=token)
+            generic_handlers(
+                pipeline,
+                settings.max_receive_message_bytes,
+                settings.grpc_message_timeout_seconds,
+                token=token,
+            )
         )
         self.health = health_aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)

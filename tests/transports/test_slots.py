@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 
 import grpc
@@ -132,4 +133,36 @@ def test_a_client_gone_before_its_body_is_counted_not_logged_as_an_error(tmp_pat
     finally:
         bridge.stop()
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert read_table(lake, "spans").num_rows == 4
+
+
+def test_a_grpc_call_that_sends_no_message_gives_its_slot_back(tmp_path) -> None:
+    """A client opens an Export without a deadline and never sends its message (a stuck
+    exporter, or anyone holding streams open): the call held a slot for as long as its stream
+    stayed open, so a few of them left every other Export UNAVAILABLE, on both transports. It
+    gets DEADLINE_EXCEEDED after `receiver.grpc_message_timeout_seconds` instead."""
+    lake = tmp_path / "lake"
+    bridge = RunningBridge(
+        make_settings(
+            lake, receiver={"max_concurrent_requests": 1, "grpc_message_timeout_seconds": 1}
+        )
+    )
+    release = threading.Event()
+
+    def nothing_yet():
+        release.wait()
+        yield from ()
+
+    try:
+        export = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+        stalled = bridge.channel().stream_unary(export).future(nothing_yet())
+        with pytest.raises(grpc.RpcError) as timed_out:
+            stalled.result(timeout=60)
+        assert timed_out.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "grpc_message_timeout_seconds" in timed_out.value.details()
+        traces, _, _ = bridge.stubs(bridge.channel())
+        traces.Export(corpus.trace_request(), timeout=30)  # the slot serves the next Export
+    finally:
+        release.set()
+        bridge.stop()
     assert read_table(lake, "spans").num_rows == 4
