@@ -20,7 +20,13 @@ from otel_delta.connector.operation_metrics import OperationMetrics, measured
 from otel_delta.connector.predicates import Predicate, conjunction, parse_predicate
 from otel_delta.connector.pruning import FileStats, file_stats, may_match, partition_match
 from otel_delta.connector.results import QueryResult, ScanStats
-from otel_delta.connector.scan import RowGroupPlan, files_dataset, plan_row_groups, read_batches
+from otel_delta.connector.scan import (
+    STREAMED_SCAN,
+    RowGroupPlan,
+    files_dataset,
+    plan_row_groups,
+    read_batches,
+)
 from otel_delta.errors import InvalidQueryError, MissingDependencyError, VersionNotFoundError
 
 if TYPE_CHECKING:
@@ -194,12 +200,16 @@ class Query:
         return batch
 
     def _filtered_batches(
-        self, dataset: ds.FileSystemDataset, plan: RowGroupPlan, batch_size: int
+        self,
+        dataset: ds.FileSystemDataset,
+        plan: RowGroupPlan,
+        batch_size: int,
+        scan_options: dict[str, Any] | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Matching rows as batches (all scanned columns), in file order."""
         columns = self._scan_columns()
         batches = read_batches(
-            dataset, plan, columns, self.predicate, batch_size, self._with_missing
+            dataset, plan, columns, self.predicate, batch_size, self._with_missing, scan_options
         )
         for batch in batches:
             yield batch.select(columns)
@@ -242,7 +252,9 @@ class Query:
     def to_batches(self, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
         """Stream the result as Arrow record batches (e.g. for Arrow IPC over gRPC).
 
-        Without order_by nothing is materialized: batches flow from the files as read.
+        Without order_by nothing is materialized: batches flow from the files as read, decoded
+        one batch ahead of the reader (scan.STREAMED_SCAN), so a slow reader does not make the
+        result pile up in memory.
         """
         if self._order_by:
             yield from self.execute().table.to_batches(batch_size)
@@ -250,7 +262,8 @@ class Query:
         with self._files_kept():
             delta, files, stats = self._plan()
             dataset, plan, _ = self._row_groups(delta, files, stats)
-            yield from self._limited(self._filtered_batches(dataset, plan, batch_size))
+            batches = self._filtered_batches(dataset, plan, batch_size, STREAMED_SCAN)
+            yield from self._limited(batches)
 
     def schema(self) -> pa.Schema:
         """The schema the result will have (for streaming headers)."""

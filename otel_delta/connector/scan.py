@@ -42,6 +42,16 @@ MATCHED_CHUNK = 16
 # Filter-column rows tested in one go when looking for row groups that hold a match.
 FILTER_ROWS = 262_144
 FRAGMENT_TAG = "__otel_delta_fragment"
+# pyarrow scanner options of a streamed read (Query.to_batches: the ConnectorService's Query
+# streams): one batch ahead, one file at a time, decoded on the reader's thread. pyarrow's
+# defaults (16 batches and 4 files ahead, on its thread pool) decode as far ahead as they can
+# whatever the reader takes, so a stream to a slow reader held the whole result (bench/
+# query_stream.py). A read that materializes its result (Query.execute) keeps the defaults.
+STREAMED_SCAN: dict[str, Any] = {
+    "batch_readahead": 1,
+    "fragment_readahead": 1,
+    "use_threads": False,
+}
 # Share of tested row groups with a match above which the rest are read without testing.
 UNSELECTIVE = 0.5
 
@@ -199,14 +209,17 @@ def read_batches(
     predicate: Predicate | None,
     batch_size: int,
     complete: Any,
+    scan_options: dict[str, Any] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Matching rows of the planned row groups, as batches with `columns`, in file order.
 
-    `complete(batch, names)` adds NULL columns a file lacks (added after it was written).
+    `complete(batch, names)` adds NULL columns a file lacks (added after it was written);
+    `scan_options`: pyarrow scanner options (STREAMED_SCAN for a streamed result).
     """
+    options = scan_options or {}
     available = [c for c in columns if c in dataset.schema.names]
     if predicate is None:
-        for batch in _scan(dataset, plan.fragments, available, batch_size):
+        for batch in _scan(dataset, plan.fragments, available, batch_size, options):
             yield complete(batch, columns)
         return
     expression = predicate.to_arrow()
@@ -215,10 +228,10 @@ def read_batches(
         matched: Iterator[ds.Fragment] = iter(plan.fragments)
     else:
         matched = _matching_fragments(
-            dataset, plan.fragments, filter_columns, expression, batch_size, complete
+            dataset, plan.fragments, filter_columns, expression, batch_size, complete, options
         )
     while chunk := _take(matched, MATCHED_CHUNK):
-        for batch in _scan(dataset, chunk, available, batch_size):
+        for batch in _scan(dataset, chunk, available, batch_size, options):
             batch = complete(batch, columns).filter(expression)
             if batch.num_rows:
                 yield batch
@@ -231,6 +244,7 @@ def _matching_fragments(
     expression: pc.Expression,
     batch_size: int,
     complete: Any,
+    scan_options: dict[str, Any],
 ) -> Iterator[ds.Fragment]:
     """The fragments where the predicate holds for some row, reading only `columns`.
 
@@ -241,7 +255,7 @@ def _matching_fragments(
     """
     available = [c for c in columns if c in dataset.schema.names]
     subset = _subset(dataset, fragments)
-    scanner = subset.scanner(columns=available, batch_size=batch_size)
+    scanner = subset.scanner(columns=available, batch_size=batch_size, **scan_options)
     pending: list[pa.RecordBatch] = []
     rows, current, last, tested = 0, -1, -1, 0
     for tagged in scanner.scan_batches():
@@ -283,9 +297,14 @@ def _same(planned: ds.ParquetFileFragment, scanned: ds.Fragment) -> bool:
 
 
 def _scan(
-    dataset: ds.FileSystemDataset, fragments: list[ds.Fragment], columns: list[str], size: int
+    dataset: ds.FileSystemDataset,
+    fragments: list[ds.Fragment],
+    columns: list[str],
+    size: int,
+    options: dict[str, Any],
 ) -> Iterator[pa.RecordBatch]:
-    return _subset(dataset, fragments).scanner(columns=columns, batch_size=size).to_batches()
+    subset = _subset(dataset, fragments)
+    return subset.scanner(columns=columns, batch_size=size, **options).to_batches()
 
 
 def _subset(dataset: ds.FileSystemDataset, fragments: list[ds.Fragment]) -> ds.FileSystemDataset:
