@@ -350,18 +350,23 @@ class Lakehouse:
     def check_compatible(self, name: str, table: DeltaTable) -> None:
         """CommitError if this otel-delta must not write the table (newer schema version, or
         partitioned differently from `deltalake.partition_by`)."""
-        metadata = table.metadata()
-        found = metadata.configuration.get(SCHEMA_VERSION_PROPERTY)
-        if found is not None and int(found) > SCHEMA_VERSION:
-            raise CommitError(
-                f"table {name} has schema version {found}, newer than this bridge's "
-                f"{SCHEMA_VERSION}: upgrade otel-delta"
-            )
-        partitions = tuple(metadata.partition_columns)
+        self.check_schema_version(name, table)
+        partitions = tuple(table.metadata().partition_columns)
         if partitions != self.partition_by:
             raise CommitError(
                 f"table {name} is partitioned by {list(partitions)} but deltalake.partition_by "
                 f"is {list(self.partition_by)}"
+            )
+
+    @staticmethod
+    def check_schema_version(name: str, table: DeltaTable) -> None:
+        """CommitError if the table is of a newer schema version than this otel-delta's: its
+        columns may mean what this version does not know, so rows of ours must not go in."""
+        found = table.metadata().configuration.get(SCHEMA_VERSION_PROPERTY)
+        if found is not None and int(found) > SCHEMA_VERSION:
+            raise CommitError(
+                f"table {name} has schema version {found}, newer than this bridge's "
+                f"{SCHEMA_VERSION}: upgrade otel-delta"
             )
 
     # --- Spark -----------------------------------------------------------------------------

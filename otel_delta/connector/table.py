@@ -228,8 +228,11 @@ class Table:
     def _records(self, records: Records) -> tuple[pa.Table, list[pa.Field]]:
         """The records in the table's schema plus the columns they would add to it, and those
         columns: added by `_conformed` once the operation's own checks have passed, so a
-        refused call leaves the table's schema as it was."""
-        schema = self.schema
+        refused call leaves the table's schema as it was. A table of a newer schema version
+        takes none (CommitError), as the engines' appends refuse it."""
+        delta = self.delta()
+        self.connector.lakehouse.check_schema_version(self.name, delta)
+        schema = pa.schema(delta.schema().to_arrow())
         data = upsert_ops.to_arrow(records, self.name, schema)
         new = [data.schema.field(n) for n in data.column_names if n not in schema.names]
         if new and not self._settings.schema_.auto_evolution:

@@ -1,7 +1,8 @@
 """Schema versions of the telemetry tables, and how today's rows go into a table of an older one.
 
 A table records the version it was created with (`otel_delta.schemaVersion`). This bridge
-writes its own version and every older one; it refuses a newer one (Lakehouse.check_compatible).
+writes its own version and every older one; it refuses a newer one
+(Lakehouse.check_schema_version: the engines' appends and the connector's upserts and inserts).
 
 - **1**: the first schema.
 - **2**: `spans.end_time_unix_nano` is no longer stored. It is exactly

@@ -17,6 +17,7 @@ from otel_delta.convert import spans_to_arrow
 from otel_delta.convert.to_otlp import spans_from_arrow
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.engines.data_files import table_filesystem
+from otel_delta.errors import CommitError
 from otel_delta.lakehouse import STATS_COLUMNS, Lakehouse
 from otel_delta.stream.convert import FileTarget
 from otel_delta.tables import TABLES
@@ -207,3 +208,35 @@ def test_connector_upserts_keep_a_version_1_table_complete(tmp_path: Path) -> No
     stored = DeltaTable(uri).to_pyarrow_table()
     assert stored.schema.names == v1_spans_schema().names
     assert_end_times(stored, again)
+
+
+def test_a_table_of_a_newer_version_takes_no_rows_of_this_one(tmp_path: Path) -> None:
+    """After a downgrade, a table a newer otel-delta created is refused by every writer of rows
+    (the bridge's appends, the connector's upsert and insert alike) and left as it was: its
+    columns may mean what this version does not know. The connector's upsert wrote into it,
+    and an insert with a new column added the column before the append refused."""
+    from otel_delta.connector import DeltaConfig, DeltaLakeConnector
+
+    DeltaRsEngine(Lakehouse(str(tmp_path))).append(
+        "spans", spans_to_arrow(corpus.trace_request()).tables["spans"]
+    )
+    uri = str(tmp_path / "spans")
+    newer = str(SCHEMA_VERSION + 1)
+    DeltaTable(uri).alter.set_table_properties(
+        {SCHEMA_VERSION_PROPERTY: newer}, raise_if_not_exists=False
+    )
+    before = DeltaTable(uri)
+    refusal = f"table spans has schema version {newer}, newer than this bridge's"
+    with pytest.raises(CommitError, match=refusal):
+        DeltaRsEngine(Lakehouse(str(tmp_path))).append(
+            "spans", spans_to_arrow(corpus.trace_request()).tables["spans"]
+        )
+    spans = DeltaLakeConnector(DeltaConfig.for_path(tmp_path)).table("spans")
+    with pytest.raises(CommitError, match=refusal):
+        spans.upsert(corpus.trace_request())
+    with_new_column = [{**before.to_pyarrow_table().to_pylist()[0], "ticket": "T-1"}]
+    with pytest.raises(CommitError, match=refusal):
+        spans.bulk_insert(with_new_column)
+    after = DeltaTable(uri)
+    assert after.version() == before.version()
+    assert after.schema().to_arrow() == before.schema().to_arrow()
