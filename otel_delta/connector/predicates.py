@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from otel_delta.errors import InvalidPredicateError
 from otel_delta.sql import Dialect, quote_identifier, quote_string
+from otel_delta.tables.versions import retired_note
 
 MAX_PREDICATE_LENGTH = 100_000
 MAX_DEPTH = 64
@@ -300,7 +301,7 @@ class _Parser:
 
     def column(self, name: str) -> Column:
         if name not in self.schema.names:
-            raise self.error(f"unknown column {name!r}", name)
+            raise self.error(f"unknown column {name!r}{retired_note(name)}", name)
         type_ = self.schema.field(name).type
         if self.accept("punct", "["):
             key = self.take()

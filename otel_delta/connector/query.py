@@ -28,6 +28,7 @@ from otel_delta.connector.scan import (
     read_batches,
 )
 from otel_delta.errors import InvalidQueryError, MissingDependencyError, VersionNotFoundError
+from otel_delta.tables.versions import retired_note
 
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
@@ -110,7 +111,9 @@ class Query:
             raise InvalidQueryError(f"{what} needs at least one column")
         for name in names:
             if name not in schema_names:
-                raise InvalidQueryError(f"{what}: unknown column {name!r}", column=name)
+                raise InvalidQueryError(
+                    f"{what}: unknown column {name!r}{retired_note(name)}", column=name
+                )
 
     # --- planning and reading ---------------------------------------------------------------
 

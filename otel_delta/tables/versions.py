@@ -63,6 +63,16 @@ def retired(table: str) -> dict[str, RetiredColumn]:
     return {column.name: column for column in RETIRED if column.table == table}
 
 
+def retired_note(name: str) -> str:
+    """What to add when a query names a column the table lacks: a column that a schema version
+    stopped storing is not a typo, but a query written for an older table, so say what it is
+    now ("" for any other name)."""
+    for column in RETIRED:
+        if column.name == name:
+            return f" (not stored since schema version {column.retired_in}: it is {column.sql})"
+    return ""
+
+
 def conform(table: str, table_schema: pa.Schema, rows: pa.Table) -> pa.Table:
     """`rows` of the current schema laid out as the table at hand stores them: its columns in
     its order, a retired column it still has computed (NULL if the rows lack its inputs), a

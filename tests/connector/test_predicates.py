@@ -121,6 +121,15 @@ def test_unknown_column_is_named(text: str, column: str) -> None:
     assert repr(column) in str(err.value)
 
 
+def test_a_retired_column_is_named_with_what_replaced_it() -> None:
+    """A query written for schema version 1 names the end time; today's tables derive it."""
+    with pytest.raises(InvalidPredicateError) as err:
+        parse("end_time_unix_nano > 5")
+    assert err.value.column == "end_time_unix_nano"
+    assert "schema version 2" in str(err.value)
+    assert "start_time_unix_nano + duration_ns" in str(err.value)
+
+
 @pytest.mark.parametrize(
     "text",
     [

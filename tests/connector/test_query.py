@@ -155,6 +155,8 @@ def test_bad_query_arguments(spans) -> None:
     with pytest.raises(InvalidQueryError) as err:
         spans.query().select(["span_id", "nope"])
     assert err.value.column == "nope"
+    with pytest.raises(InvalidQueryError, match=r"start_time_unix_nano \+ duration_ns"):
+        spans.query().select(["span_id", "end_time_unix_nano"])  # schema version 1's
     for bad in (-1, "5", True):
         with pytest.raises(InvalidQueryError):
             spans.query().limit(bad)
