@@ -38,6 +38,15 @@ def raise_open_files_limit() -> None:
             log.warning("cannot raise the open-files limit from %d: %s", soft, exc)
 
 
+def _acknowledged(bridge: Bridge) -> str:
+    """What an OK to an Export means, and where it leaves the request: said at start, since a
+    deltalake.toml from before the write-ahead log (OK meant committed) keeps working but now
+    gets the log's default, a directory that must outlive the process."""
+    if bridge.wal is None:
+        return "OK once committed (ack = commit)"
+    return f"OK once in the write-ahead log in {bridge.wal.directory} (ack = wal)"
+
+
 async def serve(settings: Settings) -> None:
     keep_pandas_unloaded()  # 47 MiB the bridge has no use for (otel_delta/nopandas.py)
     heap.trim_every()  # freed request bodies leave the process (otel_delta/heap.py)
@@ -57,10 +66,11 @@ async def serve(settings: Settings) -> None:
     if bridge.admin is not None:
         doors.append(f"admin on {bridge.admin.endpoint}")
     log.info(
-        "otel-delta listening on %s%s; writing Delta tables to %s",
+        "otel-delta listening on %s%s; writing Delta tables to %s; %s",
         ", ".join(doors),
         " with TLS" if settings.receiver.tls.enabled else "",
         settings.deltalake.resolved_table_path(),
+        _acknowledged(bridge),
     )
     await stop.wait()
     log.info("stopping: committing buffered telemetry")

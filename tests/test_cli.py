@@ -340,3 +340,22 @@ def test_a_damaged_table_with_records_to_replay_is_one_clear_line(tmp_path: Path
     assert "table 'spans'" in lines[0] and "cannot be read" in lines[0], lines[0]
     assert "Json error" in lines[0], lines[0]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("ack", ["wal", "commit"])
+def test_the_first_line_says_where_an_ok_leaves_a_request(tmp_path: Path, ack: str) -> None:
+    """A deltalake.toml from before the write-ahead log (where OK meant committed) has no
+    `ack`: after an upgrade the default answers from a local directory, which must outlive the
+    process. The line that says where the bridge listens says which, and where."""
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'{LOOPBACK}[buffer]\nack = "{ack}"\n[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
+        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    server = ServeProcess(config)
+    assert server.stop() == 0
+    first = next(line for line in server.lines if "listening on" in line)
+    if ack == "wal":
+        assert f"OK once in the write-ahead log in {tmp_path / 'wal'}" in first
+    else:
+        assert "OK once committed" in first
