@@ -158,9 +158,10 @@ class Bridge:
         if self.buffer is not None:
             failing = self.buffer.failing_seconds()
             limit = self.settings.admin.commit_failure_seconds
-            checks.append(
-                Check("commits", failing < limit, f"failing for {failing:.0f} s" if failing else "")
-            )
+            detail = f"failing for {failing:.0f} s" if failing else ""
+            if failing and (cause := self.buffer.failure()):
+                detail += f" ({cause})"
+            checks.append(Check("commits", failing < limit, detail))
         return checks
 
     def gauges(self) -> list[Gauge]:

@@ -8,9 +8,14 @@ import shutil
 import grpc
 import pytest
 import requests
+from deltalake import DeltaTable
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
+from otel_delta.convert import spans_to_arrow
+from otel_delta.engines import DeltaRsEngine
+from otel_delta.lakehouse import Lakehouse
+from otel_delta.tables.versions import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 from tests import corpus
 from tests.helpers import RunningBridge, make_settings, read_table, wait_until
 
@@ -146,6 +151,40 @@ def test_readiness_follows_failing_commits(tmp_path) -> None:
     finally:
         bridge.stop()
     assert read_table(lakehouse, "spans").num_rows == 8
+
+
+def test_readiness_names_a_table_of_a_newer_schema_version(tmp_path) -> None:
+    """After a downgrade, a table a newer otel-delta created takes none of this bridge's
+    commits, and no retry will change that: /readyz names the table and the reason (where a
+    probe's answer is seen without the log), and the rows wait in the write-ahead log."""
+    lakehouse = tmp_path / "lake"
+    DeltaRsEngine(Lakehouse(str(lakehouse))).append(
+        "spans", spans_to_arrow(corpus.trace_request()).tables["spans"]
+    )
+    newer = SCHEMA_VERSION + 1
+    spans = DeltaTable(str(lakehouse / "spans"))
+    spans.alter.set_table_properties(
+        {SCHEMA_VERSION_PROPERTY: str(newer)}, raise_if_not_exists=False
+    )
+    version = spans.version()
+    bridge = RunningBridge(
+        make_settings(
+            lakehouse, ack="wal", admin={"commit_failure_seconds": 0.5}, flush_interval_seconds=0.2
+        )
+    )
+    try:
+        traces, _, _ = bridge.stubs(bridge.channel())
+        traces.Export(corpus.trace_request())  # acked by the WAL; its commit is refused
+        wait_until(lambda: admin(bridge, "/readyz").status_code == 503, timeout=30.0)
+        checks = {c["name"]: c for c in admin(bridge, "/readyz").json()["checks"]}
+        assert checks["commits"]["detail"].endswith(
+            f"(spans: table spans has schema version {newer}, newer than this bridge's "
+            f"{SCHEMA_VERSION}: upgrade otel-delta)"
+        )
+        assert bridge.bridge.wal is not None and bridge.bridge.wal.pending_records == 1
+    finally:
+        bridge.stop()
+    assert DeltaTable(str(lakehouse / "spans")).version() == version
 
 
 def test_admin_endpoint_can_be_turned_off(tmp_path) -> None:

@@ -35,7 +35,13 @@ import pyarrow as pa
 from deltalake import Transaction
 
 from otel_delta.engines.base import TableWriter
-from otel_delta.errors import BufferFullError, CommitError, RowsRejectedError, ShuttingDownError
+from otel_delta.errors import (
+    BufferFullError,
+    CommitError,
+    RowsRejectedError,
+    ShuttingDownError,
+    first_line,
+)
 from otel_delta.faults import crash_point
 from otel_delta.metrics import (
     COMMIT_BYTES,
@@ -114,6 +120,7 @@ class GroupCommitBuffer:
         self.stats = FlushStats()
         # per table: when its commits started failing, with none succeeding since (monotonic)
         self._failing_since: dict[str, float] = {}
+        self._last_errors: dict[str, str] = {}  # per failing table, its last commit's error
         self._pending: dict[str, _Pending] = {}  # the open group of each table
         self._sealed: list[tuple[str, _Pending]] = []  # full or held-back groups, oldest first
         self._failures: dict[str, int] = {}  # consecutive failed commits per table
@@ -138,6 +145,15 @@ class GroupCommitBuffer:
         # a copy: commit threads of other tables may add or remove entries meanwhile
         oldest = min(self._failing_since.copy().values(), default=None)
         return 0.0 if oldest is None else time.monotonic() - oldest
+
+    def failure(self) -> str:
+        """The longest-failing table and the error of its last commit ("" when none fails), for
+        /readyz to name the cause where a probe shows it: e.g. after a downgrade, a table of a
+        newer schema version that no retry will ever commit to."""
+        since = self._failing_since.copy()  # commit threads change it meanwhile
+        errors = self._last_errors.copy()
+        failing = [name for name in sorted(since, key=since.__getitem__) if name in errors]
+        return f"{failing[0]}: {errors[failing[0]]}" if failing else ""
 
     @property
     def reserved_bytes(self) -> int:
@@ -339,6 +355,7 @@ class GroupCommitBuffer:
         self.stats.rows += pending.rows
         if self._failures.pop(name, 0):
             log.info("commits to %s succeed again", name)
+        self._last_errors.pop(name, None)
         self._not_before.pop(name, None)
         pending.settle()
         if pending.positions:
@@ -350,6 +367,7 @@ class GroupCommitBuffer:
         failures = self._failures[name] = self._failures.get(name, 0) + 1
         delay = min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2**failures)
         self._not_before[name] = time.monotonic() + delay
+        self._last_errors[name] = first_line(error)
         log.warning(
             "commit to %s failed (%d in a row; %d group(s) held, retry in %.1fs): %s",
             name,
