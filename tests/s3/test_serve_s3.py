@@ -240,22 +240,42 @@ def ready(server: ServeProcess) -> int:
     return requests.get(f"http://127.0.0.1:{server.admin_port}/readyz", timeout=30).status_code
 
 
+class Sender:
+    """Span requests to one bridge, with ids unique across the test; `acked` holds the ids
+    of every span acknowledged (fsync'd in the WAL)."""
+
+    def __init__(self, server: ServeProcess, acked: list[str] | None = None) -> None:
+        self.stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
+        self.acked = acked if acked is not None else []
+
+    def send(self, count: int) -> None:
+        for _ in range(count):
+            first = (len(self.acked) // SPANS_PER_REQUEST + 1) * SPANS_PER_REQUEST
+            self.stub.Export(request(first), timeout=30)
+            self.acked.extend(f"{first + k + 1:016x}" for k in range(SPANS_PER_REQUEST))
+
+
+def one_line_records(lines: list[str]) -> None:
+    """Every log record is one plain line: no colour codes, no traceback or continuation."""
+    colours = [line for line in lines if "\x1b[" in line]
+    assert not colours, f"terminal colour codes in the log (stderr is no terminal): {colours[:2]!r}"
+    continued = [line for line in lines if not re.match(r"\d{4}-\d\d-\d\d ", line)]
+    assert not continued, f"log records over several lines: {continued[:3]!r}"
+
+
 def test_an_s3_outage_delays_commits_and_loses_no_acked_span(tmp_path: Path):
     """S3 refusing connections for a while: Exports are still acknowledged (WAL), commits fail
     and are retried, /readyz turns 503, and once S3 is back every acked span lands, once; the
-    failures are logged as plain one-line records."""
+    failures, the maintainer's too, are logged as plain one-line records."""
     with versitygw(tmp_path / "s3") as s3:  # its own server: the session's is not stopped
         config = write_config(tmp_path, s3)
-        server = ServeProcess(config, env={"OTEL_DELTA_ADMIN__COMMIT_FAILURE_SECONDS": "1"})
-        stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
-        acked: list[str] = []
-
-        def send(count: int) -> None:
-            for _ in range(count):
-                first = (len(acked) // SPANS_PER_REQUEST + 1) * SPANS_PER_REQUEST
-                stub.Export(request(first), timeout=30)  # acknowledged: fsync'd in the WAL
-                acked.extend(f"{first + k + 1:016x}" for k in range(SPANS_PER_REQUEST))
-
+        env = {
+            "OTEL_DELTA_ADMIN__COMMIT_FAILURE_SECONDS": "1",
+            "OTEL_DELTA_DELTALAKE__TABLE__MAINTENANCE_INTERVAL_SECONDS": "1",
+        }
+        server = ServeProcess(config, env=env)
+        sender = Sender(server)
+        send, acked = sender.send, sender.acked
         try:
             send(5)
             assert wait_for(lambda: read(s3, "spans").num_rows, len(acked)) == len(acked)
@@ -265,6 +285,9 @@ def test_an_s3_outage_delays_commits_and_loses_no_acked_span(tmp_path: Path):
                     lambda: metric(server, "otel_delta_commit_failures", "spans") > 0, True
                 )
                 assert wait_for(lambda: ready(server), 503) == 503
+                # a maintenance round during the outage cannot open the table
+                opening = "maintenance of spans: opening the table failed"
+                assert wait_for(lambda: any(opening in line for line in server.lines), True)
                 send(5)
             assert wait_for(lambda: read(s3, "spans").num_rows, len(acked)) == len(acked)
             assert wait_for(lambda: ready(server), 200) == 200
@@ -275,10 +298,7 @@ def test_an_s3_outage_delays_commits_and_loses_no_acked_span(tmp_path: Path):
     assert sorted(stored) == sorted(acked)  # every acked span, once
     failures = [line for line in server.lines if "commit to spans failed" in line]
     assert failures, "".join(server.lines)
-    colours = [line for line in server.lines if "\x1b[" in line]
-    assert not colours, f"terminal colour codes in the log (stderr is no terminal): {colours[:2]!r}"
-    continued = [line for line in server.lines if not re.match(r"\d{4}-\d\d-\d\d ", line)]
-    assert not continued, f"log records over several lines: {continued[:3]!r}"
+    one_line_records(server.lines)
 
 
 def cli(config: Path, *argv: str) -> subprocess.CompletedProcess:
