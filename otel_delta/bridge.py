@@ -156,13 +156,21 @@ class Bridge:
                 )
             )
         if self.buffer is not None:
-            failing = self.buffer.failing_seconds()
-            limit = self.settings.admin.commit_failure_seconds
-            detail = f"failing for {failing:.0f} s" if failing else ""
-            if failing and (cause := self.buffer.failure()):
-                detail += f" ({cause})"
-            checks.append(Check("commits", failing < limit, detail))
+            checks.append(self._commits_check(self.buffer))
         return checks
+
+    def _commits_check(self, buffer: GroupCommitBuffer) -> Check:
+        """Commits fail the check once they have failed, or one has run without an answer,
+        for `commit_failure_seconds`: a store that hangs (accepts connections, never answers)
+        fails no commit until the object store client gives up, minutes later."""
+        limit = self.settings.admin.commit_failure_seconds
+        failing, running = buffer.failing_seconds(), buffer.running_seconds()
+        if running >= limit:
+            return Check("commits", False, f"a commit has been running for {running:.0f} s")
+        detail = f"failing for {failing:.0f} s" if failing else ""
+        if failing and (cause := buffer.failure()):
+            detail += f" ({cause})"
+        return Check("commits", failing < limit, detail)
 
     def gauges(self) -> list[Gauge]:
         """The running bridge's state, for /metrics."""
@@ -178,6 +186,11 @@ class Bridge:
                     "buffer_reserved_bytes",
                     "Bytes held for requests being converted",
                     self.buffer.reserved_bytes,
+                ),
+                Gauge(
+                    "commit_running_seconds",
+                    "How long the oldest commit in progress has been running",
+                    self.buffer.running_seconds(),
                 ),
                 Gauge(
                     "commit_failing_seconds",
@@ -227,12 +240,14 @@ class Bridge:
                 await self._health_task
         if self.connector_server is not None:
             await asyncio.to_thread(self.connector_server.stop)
-        if self.maintainer is not None:
-            await asyncio.to_thread(self.maintainer.stop)
-        transports = [self.grpc.stop(grace_seconds)]
+        stopping = [self.grpc.stop(grace_seconds)]
         if self.http is not None:
-            transports.append(self.http.stop(grace_seconds))
-        await asyncio.gather(*transports, self._drain())
+            stopping.append(self.http.stop(grace_seconds))
+        # the maintainer's round in progress ends beside the transports and the drain, not
+        # before them: on a store that hangs it lasts minutes, and the receiver must stop now
+        if self.maintainer is not None:
+            stopping.append(asyncio.to_thread(self.maintainer.stop))
+        await asyncio.gather(*stopping, self._drain())
         self.pipeline.close()
         if self.admin is not None:
             await self.admin.stop()

@@ -9,6 +9,7 @@ import os
 import resource
 import signal
 import sys
+import threading
 
 # heap first: it sets pyarrow's allocator before anything loads pyarrow (otel_delta/heap.py);
 # grpclog before anything imports grpc (otel_delta/grpclog.py)
@@ -74,7 +75,34 @@ async def serve(settings: Settings) -> None:
     )
     await stop.wait()
     log.info("stopping: committing buffered telemetry")
+    exit_unless_stopped(bridge, settings.buffer.stop_timeout_seconds)
     await bridge.stop()
+
+
+def exit_unless_stopped(bridge: Bridge, seconds: float) -> None:
+    """Exit the process if the stop has not finished after `seconds`. A store that accepts
+    connections and never answers holds each commit for as long as its client's timeouts and
+    retries allow (minutes), in threads nothing can interrupt; what was acknowledged is in the
+    write-ahead log, so leaving now is as safe as `kill -9`, and says why."""
+
+    def give_up() -> None:
+        left = (
+            f"{bridge.wal.pending_records} logged request(s) stay in the write-ahead log "
+            "for the next start"
+            if bridge.wal is not None
+            else "requests whose rows were not committed were not acknowledged"
+        )
+        log.error(
+            "stop did not finish within %.0f s (a commit does not return: is the object "
+            "store answering?); %s; exiting",
+            seconds,
+            left,
+        )
+        os._exit(1)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True  # a stop that finishes in time exits without waiting for it
+    timer.start()
 
 
 def _add_config(parser: argparse.ArgumentParser) -> None:

@@ -172,7 +172,8 @@ class AdminSettings(Section):
     """`[admin]`: /healthz, /readyz and /metrics (Prometheus) over plain HTTP."""
 
     endpoint: str = "127.0.0.1:13133"  # "" turns it off
-    # /readyz fails once commits to Delta have failed for this long without one succeeding
+    # /readyz fails once commits to Delta have failed for this long without one succeeding,
+    # or one commit has run this long without an answer (a store that hangs)
     commit_failure_seconds: float = Field(60.0, gt=0, le=30 * DAY)
 
     @field_validator("endpoint")
@@ -196,6 +197,9 @@ class BufferSettings(Section):
     max_rows: int = Field(100_000, gt=0, le=100_000_000)
     max_bytes: int = Field(512 * MIB, gt=0, le=1024 * GIB)
     retry_after_seconds: float = Field(1.0, gt=0, le=HOUR)
+    # a stop (SIGTERM) commits what is buffered; a store that hangs would hold it for many
+    # minutes, so past this the process exits (code 1), leaving the rest in the WAL
+    stop_timeout_seconds: float = Field(60.0, gt=0, le=HOUR)
 
 
 class WalSettings(Section):

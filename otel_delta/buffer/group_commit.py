@@ -121,6 +121,9 @@ class GroupCommitBuffer:
         # per table: when its commits started failing, with none succeeding since (monotonic)
         self._failing_since: dict[str, float] = {}
         self._last_errors: dict[str, str] = {}  # per failing table, its last commit's error
+        # per table: when the commit in progress started (monotonic); a store that hangs
+        # instead of refusing fails nothing for minutes, so readiness looks at this too
+        self._committing_since: dict[str, float] = {}
         self._pending: dict[str, _Pending] = {}  # the open group of each table
         self._sealed: list[tuple[str, _Pending]] = []  # full or held-back groups, oldest first
         self._failures: dict[str, int] = {}  # consecutive failed commits per table
@@ -154,6 +157,13 @@ class GroupCommitBuffer:
         errors = self._last_errors.copy()
         failing = [name for name in sorted(since, key=since.__getitem__) if name in errors]
         return f"{failing[0]}: {errors[failing[0]]}" if failing else ""
+
+    def running_seconds(self) -> float:
+        """How long the oldest commit in progress has been running (0: none): a store that
+        accepts connections and never answers keeps a commit here, not failing, for as long
+        as the object store client's timeouts and retries allow (minutes)."""
+        oldest = min(self._committing_since.copy().values(), default=None)
+        return 0.0 if oldest is None else time.monotonic() - oldest
 
     @property
     def reserved_bytes(self) -> int:
@@ -390,7 +400,7 @@ class GroupCommitBuffer:
             # the commits are the bottleneck while requests wait for the memory they free
             # (or nothing else is left to do): then a commit may use every core
             self.writer.spread(self._closing or self._waiting > 0)
-            started = time.monotonic()
+            started = self._committing_since[name] = time.monotonic()
             try:
                 commits = self._commit(name, pending)
                 loop.call_soon_threadsafe(self._committed, name, pending, commits)
@@ -402,6 +412,8 @@ class GroupCommitBuffer:
                 if self.app_id is not None:
                     outcomes.extend(exc for _ in pendings[len(outcomes) :])
                     break
+            finally:
+                self._committing_since.pop(name, None)
         return outcomes
 
     def _commit(self, name: str, pending: _Pending) -> int:

@@ -84,6 +84,17 @@ class S3Server:
         finally:
             self.gateway.start()
 
+    @contextmanager
+    def hung(self) -> Iterator[None]:
+        """A store that hangs: the server stopped (SIGSTOP) for the block, so connections are
+        accepted by the kernel and never answered, then continued (SIGCONT)."""
+        assert self.gateway is not None and self.gateway.proc is not None
+        self.gateway.proc.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            self.gateway.proc.send_signal(signal.SIGCONT)
+
     def objects(self, *parts: str) -> list[str]:
         """Keys of the objects under bucket/part/part, read from the served folder."""
         base = self.root.joinpath(self.bucket, *parts)

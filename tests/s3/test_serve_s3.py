@@ -106,6 +106,13 @@ def metric(server: ServeProcess, name: str, table_name: str) -> float:
     return float(found[1]) if found else 0.0
 
 
+def metric_value(server: ServeProcess, name: str) -> float:
+    """A gauge of the bridge's /metrics without labels (0 if it has no sample)."""
+    text = requests.get(f"http://127.0.0.1:{server.admin_port}/metrics", timeout=30).text
+    found = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(found[1]) if found else 0.0
+
+
 def send_grpc(server: ServeProcess) -> None:
     channel = grpc.insecure_channel(server.endpoint)
     answers = [
@@ -240,6 +247,12 @@ def ready(server: ServeProcess) -> int:
     return requests.get(f"http://127.0.0.1:{server.admin_port}/readyz", timeout=30).status_code
 
 
+def commits_check(server: ServeProcess) -> dict:
+    """The `commits` check of /readyz: ok and detail."""
+    answer = requests.get(f"http://127.0.0.1:{server.admin_port}/readyz", timeout=30).json()
+    return next(check for check in answer["checks"] if check["name"] == "commits")
+
+
 class Sender:
     """Span requests to one bridge, with ids unique across the test; `acked` holds the ids
     of every span acknowledged (fsync'd in the WAL)."""
@@ -299,6 +312,50 @@ def test_an_s3_outage_delays_commits_and_loses_no_acked_span(tmp_path: Path):
     failures = [line for line in server.lines if "commit to spans failed" in line]
     assert failures, "".join(server.lines)
     one_line_records(server.lines)
+
+
+def test_a_hung_s3_fails_readyz_and_a_stop_leaves_the_rest_to_the_wal(tmp_path: Path):
+    """S3 accepting connections and never answering (SIGSTOP): a commit hangs rather than
+    fails (the object store client gives up after minutes), so /readyz reports the commit by
+    its age; SIGTERM then exits after `buffer.stop_timeout_seconds` with code 1 and one line,
+    instead of waiting out the client's retries; the next start commits every acked span."""
+    with versitygw(tmp_path / "s3") as s3:  # its own server: the session's is not stopped
+        config = write_config(tmp_path, s3)
+        env = {
+            "OTEL_DELTA_ADMIN__COMMIT_FAILURE_SECONDS": "1",
+            "OTEL_DELTA_BUFFER__STOP_TIMEOUT_SECONDS": "5",
+        }
+        server = ServeProcess(config, env=env)
+        sender = Sender(server)
+        try:
+            sender.send(5)
+            committed = len(sender.acked)
+            assert wait_for(lambda: read(s3, "spans").num_rows, committed) == committed
+            with s3.hung():
+                sender.send(5)  # acknowledged from the WAL; their commit hangs
+                assert wait_for(lambda: commits_check(server)["ok"], False) is False
+                assert "a commit has been running for" in commits_check(server)["detail"]
+                assert metric_value(server, "otel_delta_commit_running_seconds") >= 1
+                # bounded: without the stop timeout this takes 4 attempts of 180 s
+                code = server.stop(timeout=120)
+        finally:
+            if server.proc.poll() is None:
+                server.kill9()
+        assert code == 1, "".join(server.lines)
+        gave_up = [line for line in server.lines if "stop did not finish within 5 s" in line]
+        assert len(gave_up) == 1, "".join(server.lines)
+        assert "stay in the write-ahead log for the next start" in gave_up[0]
+        one_line_records(server.lines)
+        assert read(s3, "spans").num_rows == committed  # the rest is in the WAL
+
+        again = ServeProcess(config)
+        try:
+            acked = len(sender.acked)
+            assert wait_for(lambda: read(s3, "spans").num_rows, acked) == acked
+        finally:
+            assert again.stop() == 0, "".join(again.lines)
+        stored = read(s3, "spans").column("span_id").to_pylist()
+    assert sorted(stored) == sorted(sender.acked)  # every acked span, once
 
 
 def cli(config: Path, *argv: str) -> subprocess.CompletedProcess:
