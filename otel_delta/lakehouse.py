@@ -172,6 +172,12 @@ class Lakehouse:
     def is_local(self) -> bool:
         return "://" not in self.root or self.root.startswith("file://")
 
+    def unusable(self, error: Exception) -> ConfigError:
+        """The one line for a lakehouse whose store fails before anything is written (down,
+        refusing the keys, no such bucket): the root, and the store's cause behind delta-rs's
+        generic message ("Generic S3 error")."""
+        return ConfigError(f"deltalake.table_path: cannot use {self.root}: {describe(error)}")
+
     def check_writable(self) -> None:
         """A bridge that could never commit refuses to start with one line instead of answering
         UNAVAILABLE forever: a local root is created if absent and written to once; on an
@@ -183,9 +189,7 @@ class Lakehouse:
             except OtelDeltaError:
                 raise
             except Exception as exc:
-                raise ConfigError(
-                    f"deltalake.table_path: cannot use {self.root}: {describe(exc)}"
-                ) from None
+                raise self.unusable(exc) from None
             return
         root = Path(self.root.removeprefix("file://"))
         probe = root / f".otel-delta-probe-{os.getpid()}"

@@ -34,7 +34,7 @@ from otel_delta.config import AdminSettings, Settings, StreamSettings
 from otel_delta.engines.data_files import DataFile, added, not_appendable, stats_columns
 from otel_delta.engines.delta_rs import holds_transaction
 from otel_delta.engines.spark import spark_schema
-from otel_delta.errors import CommitError, ConfigError, first_line
+from otel_delta.errors import CommitError, ConfigError, describe, first_line
 from otel_delta.faults import crash_point
 from otel_delta.lakehouse import STATS_COLUMNS, Lakehouse, table_uri
 from otel_delta.signals import SIGNALS_BY_NAME
@@ -142,13 +142,14 @@ class BatchWriter:
         lakehouse: Lakehouse,
         topics: dict[str, str],
         status: StreamStatus,
+        target: FileTarget,
         stopping: threading.Event | None = None,
     ) -> None:
         self.lakehouse = lakehouse
         self.topics = topics
         self.status = status
         self.stopping = stopping or threading.Event()  # set once the query is to stop
-        self.target = file_target(lakehouse, topics)
+        self.target = target
         self.app_id: str | None = None
         self._ready = threading.Event()
 
@@ -245,13 +246,15 @@ class BatchWriter:
                 commit_properties=lakehouse.commit_properties(txn, STREAM_OPERATION, added(files)),
             )
         except Exception as exc:
-            raise CommitError(f"commit to {name} failed: {first_line(exc)}") from exc
+            raise CommitError(f"commit to {name} failed: {describe(exc)}") from exc
 
 
 def file_target(lakehouse: Lakehouse, topics: dict[str, str]) -> FileTarget:
     """How the executors write: the lake's codec and partitioning, and per table the columns
     its log keeps statistics of (an existing table's own setting, else what creating it sets)
-    and the schema of an existing table (which may be an older version's)."""
+    and the schema of an existing table (which may be an older version's). Read before Spark
+    starts: a store that cannot be read (down, refusing the keys) is one ConfigError line
+    naming the lakehouse and the store's cause, at once."""
     names = {t for signal in topics.values() for t in SIGNALS_BY_NAME[signal].tables}
     stats: dict[str, frozenset[str] | None] = {}
     schemas: dict[str, pa.Schema] = {}
@@ -263,6 +266,8 @@ def file_target(lakehouse: Lakehouse, topics: dict[str, str]) -> FileTarget:
         except TableNotFoundError:
             named = lakehouse.table_properties(name).get(STATS_COLUMNS)
             configured = {c.strip() for c in named.split(",")} if named else None
+        except Exception as exc:  # the store's failure, whatever delta-rs raises for it
+            raise lakehouse.unusable(exc) from None
         stats[name] = None if configured is None else frozenset(configured)
     return FileTarget(
         root=lakehouse.root,
@@ -309,13 +314,14 @@ def _run_query(
     logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per gateway call at INFO
     logging.getLogger("py4j.clientserver").addFilter(_QUIET_INTERRUPTIONS)
     lakehouse = Lakehouse.from_settings(settings)
+    target = file_target(lakehouse, topics)
     spark = stream_session(lakehouse)
     handlers: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             handlers[signum] = signal.signal(signum, lambda *_: stop.set())
     try:
-        writer = BatchWriter(lakehouse, topics, status, stop)
+        writer = BatchWriter(lakehouse, topics, status, target, stop)
         location = checkpoint_location(settings)
         trigger: dict[str, Any] = (
             {"availableNow": True}

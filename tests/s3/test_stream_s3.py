@@ -4,6 +4,7 @@ checkpoint beside the tables (s3:// through S3A); a second run adds nothing."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,8 @@ from tests import corpus
 from tests.engines.test_spark import canonical
 from tests.kafka import KafkaBroker, kafka_broker
 from tests.kafka.test_broker import span_request
-from tests.s3 import S3Server
-from tests.stream.test_stream import expected, produce, run_once, topics
+from tests.s3 import S3Server, versitygw
+from tests.stream.test_stream import expected, produce, run_once, stream_command, topics
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -65,3 +66,29 @@ def test_stream_into_a_lake_on_s3(kafka: KafkaBroker, s3: S3Server, tmp_path: Pa
     versions = {name: stored(name).version() for name in expected(sent)}
     run_once(config)  # nothing new
     assert {name: stored(name).version() for name in expected(sent)} == versions
+
+
+def test_stream_started_while_s3_is_down_says_so_in_one_line(tmp_path: Path) -> None:
+    """The store refusing connections at start: one line naming the lakehouse and the store's
+    cause (not delta-rs's "Generic S3 error" alone), exit code 2, before Spark starts and
+    before any broker is asked (the broker named here does not exist)."""
+    with versitygw(tmp_path / "s3") as s3:  # its own server: the session's is not stopped
+        config = tmp_path / "deltalake.toml"
+        config.write_text(
+            f'[deltalake]\ntable_path = "{s3.url(LAKE)}"\n{s3.toml()}'
+            '[stream]\nbootstrap_servers = "127.0.0.1:9"\nadmin_endpoint = ""\n'
+        )
+        with s3.down():
+            child = subprocess.run(
+                stream_command(config),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+    assert child.returncode == 2, child.stderr[-3000:]
+    lines = child.stderr.strip().splitlines()
+    assert len(lines) == 1, child.stderr[-3000:]
+    assert lines[0].startswith(f"otel-delta: deltalake.table_path: cannot use {s3.url(LAKE)}: ")
+    assert "Connection refused" in lines[0]
+    assert "\x1b[" not in lines[0]
