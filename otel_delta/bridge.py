@@ -165,7 +165,7 @@ class Bridge:
         fails no commit until the object store client gives up, minutes later."""
         limit = self.settings.admin.commit_failure_seconds
         failing, running = buffer.failing_seconds(), buffer.running_seconds()
-        if running >= limit:
+        if running >= limit > failing:  # failing says more: a retry is running after failures
             return Check("commits", False, f"a commit has been running for {running:.0f} s")
         detail = f"failing for {failing:.0f} s" if failing else ""
         if failing and (cause := buffer.failure()):

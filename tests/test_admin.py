@@ -127,8 +127,15 @@ def test_readiness_follows_failing_commits(tmp_path) -> None:
 
         traces.Export(corpus.trace_request())  # acked by the WAL; its commit will fail
         wait_until(lambda: admin(bridge, "/readyz").status_code == 503, timeout=30.0)
-        checks = {c["name"]: c for c in admin(bridge, "/readyz").json()["checks"]}
-        assert checks["commits"]["ok"] is False and "failing for" in checks["commits"]["detail"]
+
+        def commits() -> dict:
+            return next(
+                c for c in admin(bridge, "/readyz").json()["checks"] if c["name"] == "commits"
+            )
+
+        # while the first commit still retries: "a commit has been running for …"; then:
+        wait_until(lambda: "failing for" in commits()["detail"], timeout=30.0)
+        assert commits()["ok"] is False
         wait_until(
             lambda: (
                 health.Check(health_pb2.HealthCheckRequest()).status
