@@ -19,7 +19,7 @@ from otel_delta.bridge import Bridge
 from otel_delta.commands import add_commands, run_command
 from otel_delta.commands.confirm import Aborted
 from otel_delta.config import Settings, load_settings
-from otel_delta.errors import OtelDeltaError
+from otel_delta.errors import OtelDeltaError, StoreUnavailableError
 from otel_delta.logformat import use_json_logs
 from otel_delta.nopandas import keep_pandas_unloaded
 
@@ -186,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         # tools end by SIGPIPE; what is still buffered for stdout must not fail again at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+    except StoreUnavailableError as exc:  # a failed operation, not bad input: retry later
+        print(f"otel-delta: {exc}", file=sys.stderr)
+        return 1
     except OtelDeltaError as exc:
         print(f"otel-delta: {exc}", file=sys.stderr)
         return 2

@@ -124,6 +124,16 @@ class TableUnreadableError(OtelDeltaError):
         self.uri = uri
 
 
+class StoreUnavailableError(OtelDeltaError):
+    """The table's store failed to answer (down, unreachable, refusing the keys): nothing was
+    done; retrying once the store is back can succeed (UNAVAILABLE / 503)."""
+
+    def __init__(self, name: str, uri: str, cause: str) -> None:
+        super().__init__(f"table {name!r} at {uri}: the store failed: {cause}")
+        self.name = name
+        self.uri = uri
+
+
 class SchemaMismatchError(OtelDeltaError):
     """Records or a schema change do not fit the table; a breaking change is never applied."""
 

@@ -34,6 +34,7 @@ from otel_delta.errors import (
     SchemaMismatchError,
     ServerBusyError,
     ShuttingDownError,
+    StoreUnavailableError,
     TableNotFoundError,
     UnauthenticatedError,
     UnsupportedMediaTypeError,
@@ -65,6 +66,7 @@ STATUS_OF: tuple[tuple[type[OtelDeltaError], Status], ...] = (
     (CommitError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
     (WalError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
     # the connector's operations
+    (StoreUnavailableError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
     (TableNotFoundError, Status(grpc.StatusCode.NOT_FOUND, 404)),
     (PartitionNotFoundError, Status(grpc.StatusCode.NOT_FOUND, 404)),
     (VersionNotFoundError, Status(grpc.StatusCode.NOT_FOUND, 404)),

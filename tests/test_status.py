@@ -18,6 +18,7 @@ from otel_delta.errors import (
     RequestTooLargeError,
     SchemaMismatchError,
     ShuttingDownError,
+    StoreUnavailableError,
     TableNotFoundError,
 )
 from otel_delta.status import retry_metadata, status_for, status_of
@@ -32,6 +33,9 @@ def test_status_codes() -> None:
     assert status_of(SchemaMismatchError("m", "a", "b")) == grpc.StatusCode.FAILED_PRECONDITION
     # a failed commit stored nothing and may succeed later: retryable, as the receiver answers
     assert status_of(CommitError("c")) == grpc.StatusCode.UNAVAILABLE
+    # a store that is down or refuses the keys: nothing done, worth retrying once it is back
+    unavailable = StoreUnavailableError("spans", "s3://b/spans", "Connection refused")
+    assert status_of(unavailable) == grpc.StatusCode.UNAVAILABLE
 
 
 def test_receiver_statuses_follow_the_otlp_spec_for_grpc_and_http() -> None:

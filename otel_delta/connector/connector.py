@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from otel_delta.config import Settings, load_settings
 from otel_delta.connector.operation_metrics import OperationMetrics, OperationStats
 from otel_delta.engines import EngineName, Engines
-from otel_delta.errors import TableNotFoundError
+from otel_delta.errors import StoreUnavailableError, TableNotFoundError, describe
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.tables import TABLES
 
@@ -70,12 +70,18 @@ class DeltaLakeConnector:
         return self.engines.spark.session
 
     def table(self, name: str) -> Table:
-        """An existing telemetry table; TableNotFoundError if it is unknown or not created yet."""
+        """An existing telemetry table; TableNotFoundError if it is unknown or not created yet,
+        StoreUnavailableError if its store does not answer or refuses (delta-rs raises OSError
+        then, whose first line is only "Generic S3 error")."""
         from otel_delta.connector.table import Table
 
         if name not in TABLES:
             raise TableNotFoundError(name)
-        return Table(self, name, self.lakehouse.open_table(name))
+        try:
+            delta = self.lakehouse.open_table(name)
+        except OSError as exc:
+            raise StoreUnavailableError(name, self.uri(name), describe(exc)) from None
+        return Table(self, name, delta)
 
     def get_or_create_table(self, name: str) -> Table:
         """The table, created exactly as the bridge creates it if it does not exist."""

@@ -11,7 +11,10 @@ back from S3 with delta-rs (`DeltaTable(uri, storage_options=...)`).
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute
@@ -23,12 +26,12 @@ from otel_delta.connector import DeltaConfig, DeltaLakeConnector
 from otel_delta.connector.pruning import file_stats
 from otel_delta.connector.scan import BloomFilters, files_dataset
 from otel_delta.connector.table import Table
-from otel_delta.errors import TableNotFoundError, VersionNotFoundError
+from otel_delta.errors import StoreUnavailableError, TableNotFoundError, VersionNotFoundError
 from otel_delta.privacy import keyed_hash
 from otel_delta.signals import SIGNALS_BY_NAME
 from tests.connector import data
 from tests.connector.test_erasure import holds
-from tests.s3 import S3Server
+from tests.s3 import S3Server, versitygw
 from tests.s3.test_spark_s3 import use_s3
 
 # Spark on a shared 2-core machine, on S3: allow more than the default 300 s per test
@@ -109,6 +112,34 @@ def test_the_lake_is_on_s3(s3: S3Server) -> None:
     assert DeltaTable(lake.uri("spans"), storage_options=s3.storage_options()).version() == FILES
     assert len(data_objects(s3)) == FILES
     assert stored(s3).num_rows == data.TOTAL_SPANS
+
+
+def test_a_store_that_is_down_is_named_with_its_cause(tmp_path: Path) -> None:
+    """The store refusing connections: opening a table is StoreUnavailableError (ours,
+    UNAVAILABLE for the ConnectorService) with the cause, not delta-rs's OSError "Generic S3
+    error"; a table command from another process says so in one line, exit code 1."""
+    with versitygw(tmp_path / "s3") as s3:  # its own server: the session's is not stopped
+        s3_lake(s3, "delta-rs")
+        config = tmp_path / "deltalake.toml"
+        config.write_text(f'[deltalake]\ntable_path = "{s3.url(LAKE)}"\n{s3.toml()}')
+        with s3.down():
+            lake = DeltaLakeConnector(DeltaConfig.from_toml(config))
+            with pytest.raises(StoreUnavailableError, match="Connection refused"):
+                lake.table("spans")
+            command = ["delete", "spans", "--where", "name = 'x'", "--yes", "--config"]
+            child = subprocess.run(
+                [sys.executable, "-m", "otel_delta.cli", *command, str(config)],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        assert stored(s3).num_rows == data.TOTAL_SPANS  # nothing deleted
+    assert child.returncode == 1, child.stderr
+    lines = child.stderr.strip().splitlines()
+    assert len(lines) == 1, child.stderr
+    assert lines[0].startswith(f"otel-delta: table 'spans' at {s3.url(LAKE, 'spans')}: the store")
+    assert "Connection refused" in lines[0] and "\x1b[" not in lines[0]
 
 
 def test_upsert_and_bulk_insert(spans: Table, s3: S3Server, engine: str) -> None:
