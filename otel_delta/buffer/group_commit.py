@@ -128,6 +128,10 @@ class GroupCommitBuffer:
         self._sealed: list[tuple[str, _Pending]] = []  # full or held-back groups, oldest first
         self._failures: dict[str, int] = {}  # consecutive failed commits per table
         self._not_before: dict[str, float] = {}  # backoff: next attempt per table
+        # WAL mode, stopping: tables whose commit failed, so their records stay in the WAL;
+        # their later groups stay there too (committed, a later transaction version would
+        # mark the earlier records as stored, and the replay would skip them)
+        self._left_in_wal: set[str] = set()
         self._bytes = 0  # buffered + being committed
         self._reserved = 0  # requests admitted and still being decoded and converted
         self._waiting = 0  # requests waiting in `admit` for room that only commits free
@@ -326,6 +330,8 @@ class GroupCommitBuffer:
 
     async def _flush(self) -> None:
         groups = self._due()
+        if self._left_in_wal:
+            self._leave_in_wal(groups)
         loop = asyncio.get_running_loop()
         commits = [
             loop.run_in_executor(self._pool, self._commit_groups, name, pendings, loop)
@@ -349,12 +355,27 @@ class GroupCommitBuffer:
                         outcome = CommitError(str(outcome))
                     pending.settle(outcome)
         if retry and self._closing:
-            for _name, pending in retry:  # not lost: the WAL replays them at the next start
+            for name, pending in retry:  # not lost: the WAL replays them at the next start
                 self._bytes -= pending.nbytes
+                self._left_in_wal.add(name)
             log.warning("%d group(s) left in the write-ahead log for the next start", len(retry))
         else:
             self._sealed = retry + self._sealed
         self._freed.set()
+
+    def _leave_in_wal(self, groups: dict[str, list[_Pending]]) -> None:
+        """Stopping: the groups of tables that already left a failed group in the WAL are not
+        committed after it (a stop's flush can come after a commit that was in flight when the
+        stop began, and the store can be back by then); they stay in the WAL behind it."""
+        for name in self._left_in_wal & groups.keys():
+            behind = groups.pop(name)
+            for pending in behind:
+                self._bytes -= pending.nbytes
+            log.warning(
+                "%d group(s) of %s left in the write-ahead log behind the one that failed",
+                len(behind),
+                name,
+            )
 
     def _committed(self, name: str, pending: _Pending, commits: int) -> None:
         # the rows go with the count: the flush still holds its groups until its last commit

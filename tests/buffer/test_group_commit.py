@@ -292,6 +292,58 @@ def test_wal_mode_retries_a_failed_table_in_order_and_commits_each_record_once(
     ]
 
 
+class FirstCommitHangsWriter(RecordingWriter):
+    """The real writer; its first append waits for `go` (a store that hangs) and then runs,
+    after which `after_first` is called (the test changes the storage there)."""
+
+    def __init__(self, lakehouse: Lakehouse, after_first) -> None:
+        super().__init__(lakehouse)
+        self.started, self.go = threading.Event(), threading.Event()
+        self.after_first = after_first
+        self.calls = 0
+
+    def append(self, table_name: str, data: pa.Table, app_transaction=None) -> int:
+        self.calls += 1
+        if self.calls > 1:
+            return super().append(table_name, data, app_transaction)
+        self.started.set()
+        self.go.wait(30)
+        try:
+            return super().append(table_name, data, app_transaction)
+        finally:
+            self.after_first()
+
+
+def test_a_stop_commits_no_group_after_one_it_left_in_the_wal(tmp_path: Path) -> None:
+    """A commit in flight when the stop begins fails (the store is down), so its records stay
+    in the WAL; the store is back for the stop's own flush. The groups behind the failed one
+    must stay in the WAL too: committed, their transaction version would tell the next start's
+    replay that the failed group's records are in the table, and they would be skipped."""
+    blocker = tmp_path / "spans"
+    blocker.write_text("a file where the table should be")  # injected: commits fail
+    released: list[int] = []
+    writer = FirstCommitHangsWriter(Lakehouse(str(tmp_path)), after_first=blocker.unlink)
+    writer.transient_retries = 0
+
+    async def scenario() -> None:
+        buffer = make_buffer(writer, flush_interval_seconds=0.05, app_id="test-wal")
+        buffer.on_committed = released.extend
+        buffer.start()
+        buffer.add(spans(1), 1)
+        buffer.add(spans(2), 2)
+        await asyncio.to_thread(writer.started.wait, 30)  # records 1 and 2: their commit hangs
+        buffer.add(spans(3), 3)  # a group behind it
+        closing = asyncio.create_task(buffer.close())
+        await asyncio.sleep(0.2)  # the stop has begun
+        writer.go.set()  # the hung commit fails; the store is back
+        await closing
+
+    asyncio.run(scenario())
+    assert released == []  # 1 and 2 failed; 3 waits behind them: every record stays logged
+    table = DeltaTable(str(tmp_path / "spans")) if (tmp_path / "spans").is_dir() else None
+    assert table is None or table.transaction_version("test-wal") is None
+
+
 def test_memory_limit_counts_what_the_rows_hold(tmp_path: Path) -> None:
     """`held` (a converter's figure for the memory behind a table) is counted when it is more
     than the table's buffer lengths, and never less than those lengths."""
