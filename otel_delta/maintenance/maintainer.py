@@ -14,8 +14,8 @@ import threading
 from dataclasses import dataclass
 
 from otel_delta.config import Settings
-from otel_delta.connector import DeltaLakeConnector, Table
-from otel_delta.errors import TableNotFoundError, describe
+from otel_delta.connector import DeltaLakeConnector
+from otel_delta.errors import StoreUnavailableError, TableNotFoundError
 from otel_delta.maintenance.tasks import TablePolicy, TableReport, maintain_table
 from otel_delta.metrics import MAINTENANCE_RUNS
 from otel_delta.tables import TABLES
@@ -88,9 +88,13 @@ class Maintainer:
         for name in self.policy.tables:
             if self._stop.is_set() and self._thread is not None:
                 break
-            table = self._open(name, reports)
-            if table is None:
-                continue
+            try:
+                table = self.connector.table(name)
+            except TableNotFoundError:
+                continue  # not written yet
+            except StoreUnavailableError as exc:
+                self._store_failed(name, exc, reports)
+                break  # every other table is on the same store, with the same keys
             report = maintain_table(
                 table,
                 self.policy.table,
@@ -125,18 +129,13 @@ class Maintainer:
         self.rounds = [*self.rounds[-9:], result]
         return result
 
-    def _open(self, name: str, reports: list[TableReport]) -> Table | None:
-        """The table to maintain, or None: not written yet, or its store cannot be read now
-        (down, refusing our keys). That is one warning line, like a failed step, and the next
-        round tries again; not the round's traceback, with delta-rs's colour codes, every
-        interval of an outage."""
-        try:
-            return self.connector.table(name)
-        except TableNotFoundError:
-            return None
-        except Exception as exc:  # the store's failure, whatever delta-rs raises for it
-            MAINTENANCE_RUNS.labels("open", "failed").inc()
-            self.totals.setdefault(name, TableTotals()).errors += 1
-            reports.append(TableReport(name, errors=[f"open: {describe(exc)}"]))
-            log.warning("maintenance of %s: opening the table failed: %s", name, describe(exc))
-            return None
+    def _store_failed(
+        self, name: str, error: StoreUnavailableError, reports: list[TableReport]
+    ) -> None:
+        """The store is down or refuses our keys: one warning line for the round (the error
+        names the table and the cause), like a failed step, and the next round tries again;
+        not the round's traceback, with delta-rs's colour codes, nor a line per table."""
+        MAINTENANCE_RUNS.labels("open", "failed").inc()
+        self.totals.setdefault(name, TableTotals()).errors += 1
+        reports.append(TableReport(name, errors=[f"open: {error}"]))
+        log.warning("maintenance round stopped: %s", error)
