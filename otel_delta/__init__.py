@@ -13,6 +13,7 @@ from otel_delta.errors import (
     PartitionNotFoundError,
     SchemaMismatchError,
     ShuttingDownError,
+    StoreUnavailableError,
     TableNotFoundError,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "PartitionNotFoundError",
     "SchemaMismatchError",
     "ShuttingDownError",
+    "StoreUnavailableError",
     "TableNotFoundError",
     "__version__",
 ]
