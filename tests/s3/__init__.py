@@ -85,6 +85,22 @@ class S3Server:
             self.gateway.start()
 
     @contextmanager
+    def refusing_keys(self) -> Iterator[None]:
+        """The server restarted on the same port and data with another root secret for the
+        block (every request signed with our keys gets 403), then with ours again."""
+        assert self.gateway is not None
+        self.gateway.stop()
+        ours = self.gateway.env["ROOT_SECRET_KEY"]
+        self.gateway.env = {**self.gateway.env, "ROOT_SECRET_KEY": uuid.uuid4().hex}
+        self.gateway.start()
+        try:
+            yield
+        finally:
+            self.gateway.stop()
+            self.gateway.env = {**self.gateway.env, "ROOT_SECRET_KEY": ours}
+            self.gateway.start()
+
+    @contextmanager
     def hung(self) -> Iterator[None]:
         """A store that hangs: the server stopped (SIGSTOP) for the block, so connections are
         accepted by the kernel and never answered, then continued (SIGCONT)."""

@@ -276,10 +276,12 @@ def one_line_records(lines: list[str]) -> None:
     assert not continued, f"log records over several lines: {continued[:3]!r}"
 
 
-def test_an_s3_outage_delays_commits_and_loses_no_acked_span(tmp_path: Path):
-    """S3 refusing connections for a while: Exports are still acknowledged (WAL), commits fail
-    and are retried, /readyz turns 503, and once S3 is back every acked span lands, once; the
-    failures, the maintainer's too, are logged as plain one-line records."""
+@pytest.mark.parametrize("fault", ["down", "refusing_keys"])
+def test_an_s3_outage_delays_commits_and_loses_no_acked_span(tmp_path: Path, fault: str):
+    """S3 refusing connections (or our keys: restarted with another secret) for a while:
+    Exports are still acknowledged (WAL), commits fail and are retried, /readyz turns 503, and
+    once S3 is back every acked span lands, once; the failures, the maintainer's too, are
+    logged as plain one-line records."""
     with versitygw(tmp_path / "s3") as s3:  # its own server: the session's is not stopped
         config = write_config(tmp_path, s3)
         env = {
@@ -292,7 +294,7 @@ def test_an_s3_outage_delays_commits_and_loses_no_acked_span(tmp_path: Path):
         try:
             send(5)
             assert wait_for(lambda: read(s3, "spans").num_rows, len(acked)) == len(acked)
-            with s3.down():
+            with getattr(s3, fault)():
                 send(10)
                 assert wait_for(
                     lambda: metric(server, "otel_delta_commit_failures", "spans") > 0, True
