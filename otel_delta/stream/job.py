@@ -373,3 +373,4 @@ def _observe(status: StreamStatus, query: Any) -> None:
     a batch shorter than the polling second still gets its line."""
     for progress in query.recentProgress:
         status.observe(progress)
+    status.log_stall()

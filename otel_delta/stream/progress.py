@@ -97,6 +97,7 @@ class StreamStatus:
     _last_idle: bool = False  # the last report taken in was of an idle trigger
     _last_stamp: object = None  # the last report's timestamp
     _last_report: float | None = None  # when it was taken in (clock), None: none yet
+    _stall_logged: bool = False  # the stall has its log line (`log_stall`)
     _started: float = field(default=0.0, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -195,21 +196,37 @@ class StreamStatus:
             ]
         return figures
 
-    def checks(self) -> list[Check]:
+    def _stall(self) -> str:
+        """What /readyz and the log say of a query with no progress for `stall_seconds`
+        ("" while it makes progress, or is not running, or failed)."""
         quiet = self.quiet_seconds()
-        stuck = self.active and not self.failure and quiet >= self.stall_seconds
+        if not self.active or self.failure or quiet < self.stall_seconds:
+            return ""
+        return (
+            f"no progress reported for {quiet:.0f} s (stream.stall_seconds): a batch "
+            "waiting on storage or Kafka?"
+        )
+
+    def log_stall(self) -> None:
+        """One warning when the query stalls, one line when progress is back. A store that is
+        down or does not answer stalls a batch quietly: Spark retries its checkpoint writes
+        and nothing else would say so in the log (measured: 60 s of S3 down, no line)."""
+        stall = self._stall()
+        if stall and not self._stall_logged:
+            log.warning("%s", stall)
+        elif not stall and self._stall_logged and self.active:
+            log.info("progress reported again after a stall")
+        self._stall_logged = bool(stall)
+
+    def checks(self) -> list[Check]:
+        stall = self._stall()
         if self.failure:
             detail = self.failure
         elif not self.active:
             detail = "the streaming query is not running"
-        elif stuck:
-            detail = (
-                f"no progress reported for {quiet:.0f} s (stream.stall_seconds): a batch "
-                "waiting on storage or Kafka?"
-            )
         else:
-            detail = ""
-        return [Check("stream", self.active and not self.failure and not stuck, detail)]
+            detail = stall
+        return [Check("stream", self.active and not self.failure and not stall, detail)]
 
 
 def _rate(value: Any) -> float:

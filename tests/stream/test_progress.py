@@ -136,3 +136,28 @@ def test_a_stuck_batch_fails_readiness_and_lag_is_unknown_before_the_first_repor
         assert status.checks()[0].ok  # no data is not a stall
     now[0] += 60
     assert not status.checks()[0].ok
+
+
+def test_a_stall_is_logged_once_and_its_end_once(caplog) -> None:
+    """S3 down under a running stream: Spark retries quietly, so the log said nothing for the
+    whole outage; now one warning when the stall crosses stream.stall_seconds, and one line
+    when progress is reported again."""
+    now = [1000.0]
+    status = StreamStatus(TOPICS, stall_seconds=60, clock=lambda: now[0])
+    status.active = True
+    assert status.observe(report(0, {"spans": {"0": 5}}, {"spans": {"0": 5}}))
+    caplog.clear()
+    with caplog.at_level("INFO", logger="otel_delta.stream.progress"):
+        for _ in range(5):  # the driver loop looks every second
+            now[0] += 30
+            status.log_stall()
+        stalled = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert stalled == [
+            "no progress reported for 60 s (stream.stall_seconds): a batch waiting on storage "
+            "or Kafka?"
+        ]
+        assert status.observe(report(1, {"spans": {"0": 9}}, {"spans": {"0": 9}}))
+        status.log_stall()
+        status.log_stall()
+    back = [r.getMessage() for r in caplog.records if "again" in r.getMessage()]
+    assert back == ["progress reported again after a stall"]
