@@ -94,6 +94,8 @@ class Maintainer:
                 continue  # not written yet
             except StoreUnavailableError as exc:
                 self._store_failed(name, exc, reports)
+                if self.connector.lakehouse.is_local:
+                    continue  # one directory's fault (its permissions, say): not the others'
                 break  # every other table is on the same store, with the same keys
             report = maintain_table(
                 table,
