@@ -185,8 +185,9 @@ class ServeProcess:
         self._drainer = threading.Thread(target=drain, daemon=True)
         self._drainer.start()
         if not ready.wait(timeout) or not self.port:
+            code = self.proc.poll()
             self.proc.kill()
-            raise AssertionError("serve did not start:\n" + "".join(self.lines))
+            raise AssertionError(f"serve did not start (exit code {code}):\n" + "".join(self.lines))
         self.endpoint = f"127.0.0.1:{self.port}"
 
     def kill9(self) -> None:
