@@ -12,8 +12,8 @@ import sys
 import threading
 
 # heap first: it sets pyarrow's allocator before anything loads pyarrow (otel_delta/heap.py);
-# grpclog before anything imports grpc (otel_delta/grpclog.py)
-from otel_delta import grpclog, heap  # noqa: F401 (grpclog: imported for its effect)
+# grpcenv before anything imports grpc (otel_delta/grpcenv.py)
+from otel_delta import grpcenv, heap  # noqa: F401 (grpcenv: imported for its effect)
 from otel_delta.backfill.files import FORMATS
 from otel_delta.bridge import Bridge
 from otel_delta.commands import add_commands, run_command

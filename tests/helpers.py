@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import resource
 import signal
 import socket
 import subprocess
@@ -150,16 +149,15 @@ class ServeProcess:
         open_files_soft_limit: int | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
-        def limit() -> None:  # in the child, before exec: as if started under `ulimit -n`
-            if open_files_soft_limit is not None:
-                _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files_soft_limit, hard))
-
+        argv = [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)]
+        if open_files_soft_limit is not None:  # as if started under `ulimit -Sn`
+            argv = ["sh", "-c", 'ulimit -Sn "$0" && exec "$@"', str(open_files_soft_limit), *argv]
+        # no preexec_fn: Python in a forked child of this process (which runs gRPC clients)
+        # is what otel_delta/grpcenv.py explains; without one, Popen need not run any
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)],
+            argv,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=limit,
             env={**os.environ, **(env or {})},
         )
         self.lines: list[str] = []

@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "otel_delta.privacy",
         "otel_delta.nopandas",
         "otel_delta.heap",
+        "otel_delta.grpcenv",
         "otel_delta.priority",
         "otel_delta._generated",
     ),
