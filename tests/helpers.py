@@ -35,6 +35,18 @@ LOOPBACK = (
 LOOPBACK_RECEIVER = {"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"}
 
 
+def bridge_config(directory: Path, sections: str = "") -> Path:
+    """`directory`/deltalake.toml of a bridge on loopback ports (LOOPBACK) with `sections` (TOML
+    sections of their own, e.g. `[buffer]` or `[logging]`), its lake in `directory`/lake and
+    its write-ahead log in `directory`/wal."""
+    config = directory / "deltalake.toml"
+    config.write_text(
+        f'{LOOPBACK}{sections}[deltalake]\ntable_path = "{directory / "lake"}"\n'
+        f'[wal]\ndir = "{directory / "wal"}"\n'
+    )
+    return config
+
+
 def free_port() -> int:
     """A loopback port free right now (for servers that cannot be told to pick one)."""
     with socket.socket() as sock:

@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from tests.helpers import LOOPBACK, ServeProcess, read_table
+from tests.helpers import LOOPBACK, ServeProcess, bridge_config, read_table
 
 pytestmark = pytest.mark.e2e
 
@@ -131,12 +131,7 @@ def test_sigterm_in_wal_mode_answers_quickly_and_commits_everything(
     So does SIGHUP (the terminal `serve` ran in closed), which used to kill it at once, with no
     log line: nothing acknowledged was lost (the log replays it), but nothing was committed."""
     lake = tmp_path / "lake"
-    config = tmp_path / "deltalake.toml"
-    config.write_text(
-        f"{LOOPBACK}"
-        f"[buffer]\nflush_interval_seconds = 600\n"
-        f'[deltalake]\ntable_path = "{lake}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
-    )
+    config = bridge_config(tmp_path, "[buffer]\nflush_interval_seconds = 600\n")
     proc, port = start_serve(config)
     stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
     for i in range(1, 21):
@@ -156,10 +151,7 @@ def test_sigterm_while_an_http_body_is_arriving_answers_it_503_and_exits_zero(
     the retryable 503 instead of waiting for the rest, and the bridge exits 0 with what was
     acknowledged before committed."""
     lake = tmp_path / "lake"
-    config = tmp_path / "deltalake.toml"
-    config.write_text(
-        f'{LOOPBACK}[deltalake]\ntable_path = "{lake}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
-    )
+    config = bridge_config(tmp_path)
     serve = ServeProcess(config)
     stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(serve.endpoint))
     stub.Export(one_span_request(1), timeout=10)
@@ -189,11 +181,7 @@ def test_many_idle_connections_do_not_stall_exports(tmp_path: Path) -> None:
     if hard != resource.RLIM_INFINITY and hard < wanted + 200:
         raise AssertionError(f"this machine's hard open-files limit {hard} is too low")
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted + 200), hard))
-    config = tmp_path / "deltalake.toml"
-    config.write_text(
-        f"{LOOPBACK}"
-        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
-    )
+    config = bridge_config(tmp_path)
     server = ServeProcess(config, open_files_soft_limit=1024)
     idle = []
     try:
@@ -219,11 +207,7 @@ def test_serve_opens_every_door_and_logs_json(tmp_path: Path) -> None:
     import requests
 
     lake = tmp_path / "lake"
-    config = tmp_path / "deltalake.toml"
-    config.write_text(
-        f'{LOOPBACK}[logging]\nformat = "json"\n[deltalake]\ntable_path = "{lake}"\n'
-        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
-    )
+    config = bridge_config(tmp_path, '[logging]\nformat = "json"\n')
     server = ServeProcess(config)
     try:
         assert server.http_port and server.admin_port
@@ -261,11 +245,10 @@ def test_failed_tls_handshakes_leave_the_json_log_json(tmp_path: Path, monkeypat
 
     monkeypatch.delenv("GRPC_VERBOSITY", raising=False)
     certs = make_certs(tmp_path / "certs")
-    config = tmp_path / "deltalake.toml"
-    config.write_text(
-        f'{LOOPBACK}[receiver.tls]\ncert_file = "{certs.server_cert}"\n'
-        f'key_file = "{certs.server_key}"\n[logging]\nformat = "json"\n'
-        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
+    config = bridge_config(
+        tmp_path,
+        f'[receiver.tls]\ncert_file = "{certs.server_cert}"\nkey_file = "{certs.server_key}"\n'
+        '[logging]\nformat = "json"\n',
     )
     server = ServeProcess(config)
     try:
@@ -297,10 +280,7 @@ def test_a_damaged_table_does_not_stop_a_start_with_nothing_to_replay(tmp_path: 
 
     lake = tmp_path / "lake"
     damage(lake / "spans")
-    config = tmp_path / "deltalake.toml"
-    config.write_text(
-        f'{LOOPBACK}[deltalake]\ntable_path = "{lake}"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
-    )
+    config = bridge_config(tmp_path)
     server = ServeProcess(config)
     try:
         logs = logs_service_pb2_grpc.LogsServiceStub(grpc.insecure_channel(server.endpoint))
@@ -322,12 +302,8 @@ def test_a_damaged_table_with_records_to_replay_is_one_clear_line(tmp_path: Path
     """Replay must know what each table holds; one that cannot be read stops the start with a
     line naming it and delta-rs's error, not a traceback with a Rust backtrace."""
     lake = tmp_path / "lake"
-    config = tmp_path / "deltalake.toml"
     # acknowledged once logged; a flush interval far longer than the test: nothing committed
-    config.write_text(
-        f'{LOOPBACK}[buffer]\nflush_interval_seconds = 600\n[deltalake]\ntable_path = "{lake}"\n'
-        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
-    )
+    config = bridge_config(tmp_path, "[buffer]\nflush_interval_seconds = 600\n")
     server = ServeProcess(config)
     stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
     stub.Export(one_span_request(1), timeout=30)
@@ -347,11 +323,7 @@ def test_the_first_line_says_where_an_ok_leaves_a_request(tmp_path: Path, ack: s
     """A deltalake.toml from before the write-ahead log (where OK meant committed) has no
     `ack`: after an upgrade the default answers from a local directory, which must outlive the
     process. The line that says where the bridge listens says which, and where."""
-    config = tmp_path / "deltalake.toml"
-    config.write_text(
-        f'{LOOPBACK}[buffer]\nack = "{ack}"\n[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
-        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
-    )
+    config = bridge_config(tmp_path, f'[buffer]\nack = "{ack}"\n')
     server = ServeProcess(config)
     assert server.stop() == 0
     first = next(line for line in server.lines if "listening on" in line)
