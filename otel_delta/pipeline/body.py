@@ -2,10 +2,14 @@
 compressed them — the bytes as they came, which are what the write-ahead log keeps.
 
 Decompression is here, once, for both transports and for the log's replay:
-- OTLP/HTTP's `Content-Encoding`: gzip (the SDKs' and the Collector's default), deflate/zlib
-  and zstd (which the Collector's `otlphttp` exporter can be set to send);
+- OTLP/HTTP's `Content-Encoding`: gzip (the SDKs' and the Collector's default), and every other
+  compression the Collector's `otlphttp` exporter can be set to send: deflate/zlib, zstd,
+  snappy (a raw block, or the framing format as older Collectors sent it),
+  x-snappy-framed and lz4 (frames);
 - OTLP/gRPC's per-message compression (gzip, deflate), which the server leaves to us
-  (transports/encoding.py tells it from the message's first bytes).
+  (transports/encoding.py tells it from the message's first bytes). gRPC's C core knows no
+  other `grpc-encoding`: a Collector's `otlp` exporter set to zstd or snappy is answered
+  INTERNAL by it before a request reaches us (the README says to use OTLP/HTTP for those).
 
 Decompression stops as soon as the output passes the request limit, so a small compressed bomb
 costs at most the limit in memory, never its expanded size.
@@ -21,17 +25,21 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+import cramjam
+import lz4.frame
 import zstandard
 from zlib_ng import zlib_ng
 
 from otel_delta.errors import InvalidRequestError, RequestTooLargeError, UnsupportedMediaTypeError
 
-ENCODINGS = ("gzip", "deflate", "zlib", "zstd")
+ENCODINGS = ("gzip", "deflate", "zlib", "zstd", "snappy", "x-snappy-framed", "lz4")
 CHUNK = 1 << 20
 GZIP_TRAILER = 8  # CRC-32 and the member's size modulo 2**32, little-endian
 DEFLATE_MAX_RATIO = 1032  # deflate's output is at most this many times its input
 ZSTD_MAX_RATIO = 1 << 15  # a 4-byte zstd block (RLE) stands for up to 128 KiB
 ZSTD_MIN_SLICE = 64
+# the stream identifier chunk every snappy framed stream begins with
+SNAPPY_FRAMED = b"\xff\x06\x00\x00sNaPpY"
 # smaller bodies are decompressed on the event loop: a thread hop would cost more
 INLINE_BYTES = 64 * 1024
 
@@ -124,6 +132,84 @@ def _zstd_slice(room: int) -> int:
     return max(ZSTD_MIN_SLICE, room // ZSTD_MAX_RATIO)
 
 
+def _unsnappy(body: bytes, limit: int) -> bytes:
+    """A snappy body, at most `limit` bytes of output: the framing format when it begins with
+    its stream identifier, else one raw block. The Collector's `otlphttp` exporter sends
+    `snappy` as a raw block, and framed in versions before its 2025 fix (collector#12911); its
+    receiver tells them apart the same way. Both say their output's size before any of it is
+    made (a raw block in its first bytes, a framed stream in each chunk's), so nothing past
+    the limit is allocated."""
+    if body.startswith(SNAPPY_FRAMED):
+        if _snappy_framed_size(body) > limit:
+            raise _too_large(limit)
+        return bytes(cramjam.snappy.decompress(body))  # checks each chunk's CRC-32C
+    if cramjam.snappy.decompress_raw_len(body) > limit:
+        raise _too_large(limit)
+    return bytes(cramjam.snappy.decompress_raw(body))
+
+
+def _snappy_framed_size(body: bytes) -> int:
+    """The output size of a snappy framed stream, from its chunks' headers (type, 3-byte
+    length) and each compressed chunk's block header."""
+    size = 0
+    position = 0
+    while position < len(body):
+        if position + 4 > len(body):
+            raise InvalidRequestError("truncated compressed body")
+        kind = body[position]
+        length = int.from_bytes(body[position + 1 : position + 4], "little")
+        chunk = body[position + 4 : position + 4 + length]
+        if len(chunk) < length:
+            raise InvalidRequestError("truncated compressed body")
+        if kind == 0x00:  # compressed data: a CRC, then one raw block
+            size += cramjam.snappy.decompress_raw_len(chunk[4:])
+        elif kind == 0x01:  # uncompressed data: a CRC, then the bytes
+            size += max(0, length - 4)
+        elif 0x02 <= kind <= 0x7F:
+            raise InvalidRequestError(f"snappy framed body has a reserved chunk type {kind}")
+        position += 4 + length  # stream identifiers, padding and skippable chunks add nothing
+    return size
+
+
+class _Lz4Error(Exception):
+    """lz4.frame's failure to decode (it raises RuntimeError)."""
+
+
+def _unlz4(body: bytes, limit: int) -> bytes:
+    """Every LZ4 frame of `body`, at most `limit` bytes of output (a frame cut short is an
+    error, as for gzip and zstd)."""
+    try:
+        return _unlz4_frames(body, limit)
+    except RuntimeError as exc:
+        raise _Lz4Error(str(exc)) from None
+
+
+def _unlz4_frames(body: bytes, limit: int) -> bytes:
+    """The frames of `_unlz4`. lz4's decoder allocates the `max_length` it is given, so the
+    first step asks for about what OTLP compresses to (as `_expected` guesses for zlib) and
+    later ones grow, never past the limit."""
+    parts: list[bytes] = []
+    size = 0
+    data = body
+    while data:
+        frame = lz4.frame.LZ4FrameDecompressor()
+        chunk = frame.decompress(data, max_length=min(limit + 1 - size, 8 * len(data) + 1))
+        parts.append(chunk)
+        size += len(chunk)
+        while not frame.eof and not frame.needs_input and size <= limit:
+            chunk = frame.decompress(b"", max_length=min(limit + 1 - size, max(size, CHUNK)))
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        if not frame.eof:
+            raise InvalidRequestError("truncated compressed body")
+        data = frame.unused_data
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:
     """The body without its `Content-Encoding` ("" or "identity": as is)."""
     encoding = encoding.strip().lower()
@@ -136,11 +222,15 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
             decoded = _inflate(body, zlib_ng.MAX_WBITS, limit)
         elif encoding == "zstd":
             decoded = _unzstd(body, limit)
+        elif encoding in ("snappy", "x-snappy-framed"):
+            decoded = _unsnappy(body, limit)
+        elif encoding == "lz4":
+            decoded = _unlz4(body, limit)
         else:
             raise UnsupportedMediaTypeError(
                 f"unsupported Content-Encoding {encoding!r}; use one of {', '.join(ENCODINGS)}"
             )
-    except (zlib_ng.error, zstandard.ZstdError) as exc:
+    except (zlib_ng.error, zstandard.ZstdError, cramjam.DecompressionError, _Lz4Error) as exc:
         raise InvalidRequestError(f"cannot decompress the {encoding} body: {exc}") from None
     if len(decoded) > limit:
         raise _too_large(limit)
@@ -161,9 +251,10 @@ UNBOUNDED = 2**62
 
 
 def canonical(encoding: str) -> str:
-    """An encoding as the log names it: "", "gzip", "deflate" or "zstd"."""
+    """An encoding as the log names it: "", "gzip", "deflate", "zstd", "snappy" (raw or
+    framed: told apart by the bytes) or "lz4"."""
     encoding = encoding.strip().lower()
-    return {"identity": "", "zlib": "deflate"}.get(encoding, encoding)
+    return {"identity": "", "zlib": "deflate", "x-snappy-framed": "snappy"}.get(encoding, encoding)
 
 
 @dataclass(frozen=True)

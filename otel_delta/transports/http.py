@@ -1,6 +1,7 @@
 """OTLP/HTTP: `POST /v1/traces`, `/v1/metrics`, `/v1/logs` over the pipeline, per the OTLP
-specification — protobuf or JSON bodies, gzip/deflate/zstd, the answer in the request's content
-type, a google.rpc.Status body for errors, `Retry-After` when the client should come back.
+specification — protobuf or JSON bodies, compressed in any way the Collector may send them
+(pipeline/body.py), the answer in the request's content type, a google.rpc.Status body for
+errors, `Retry-After` when the client should come back.
 
 The server is aiohttp on the bridge's event loop, next to the gRPC server: its HTTP parser is
 C, it serves every connection concurrently, and the CPU work of a request — decompression,

@@ -3,7 +3,8 @@
     magic   u16  0x4F57 ("OW")
     signal  u8   Signal.code of the request's signal
     flags   u8   how the payload is compressed: 0 plain protobuf, 1 gzip, 2 deflate (zlib),
-                 3 zstd; the other values are reserved
+                 3 zstd, 4 snappy (a raw block or framed), 5 lz4 (frames); the other values
+                 are reserved
     length  u32  payload bytes
     position u64 the record's place in the log (strictly increasing, never reused)
     crc     u32  CRC-32 of the 16 header bytes above and the payload
@@ -11,7 +12,8 @@
 
 Logs written before the flags were used hold 0 there, and read as plain protobuf. A record with
 a reserved value comes from a newer otel-delta: it is refused with WalError, never skipped
-(skipping would drop an acknowledged request and every record after it).
+(skipping would drop an acknowledged request and every record after it). Values 4 and 5 came
+on 2026-11-28; the builds of 27 November and later refuse them so.
 
 Little-endian. A record that is short, has another magic, or fails its CRC ends the readable
 log: after a crash that is the torn tail of a write that was never fsync'd (never answered).
@@ -28,7 +30,7 @@ from otel_delta.errors import WalError
 
 MAGIC = 0x4F57
 # the payload's compression, by flags value (pipeline/body.py names encodings the same way)
-ENCODINGS = ("", "gzip", "deflate", "zstd")
+ENCODINGS = ("", "gzip", "deflate", "zstd", "snappy", "lz4")
 HEADER = struct.Struct("<HBBIQ")  # magic, signal, flags, length, position
 CRC = struct.Struct("<I")
 HEADER_BYTES = HEADER.size + CRC.size

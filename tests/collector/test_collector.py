@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -75,6 +77,19 @@ def collector_config(tmp_path: Path, transport: str, bridge: ServeProcess) -> tu
     return config, ports
 
 
+def config_behind_collector(directory: Path) -> Path:
+    """The deltalake.toml of a bridge behind a Collector: its lake and WAL in `directory`,
+    flushing every half second, no maintenance."""
+    config = directory / "deltalake.toml"
+    config.write_text(
+        f"{LOOPBACK}[buffer]\nflush_interval_seconds = 0.5\n"
+        f'[deltalake]\ntable_path = "{directory / "lake"}"\n'
+        "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
+        f'[wal]\ndir = "{directory / "wal"}"\n'
+    )
+    return config
+
+
 def rows(lake: Path, table: str) -> int:
     return read_table(lake, table).num_rows if table_exists(lake, table) else 0
 
@@ -96,10 +111,10 @@ def sorted_rows(table: pa.Table) -> list[dict]:
     return sorted(table.to_pylist(), key=repr)
 
 
-def feed_through_collector(binary: Path, config: Path, ports: dict, lake: Path) -> None:
-    """Start the Collector `binary` with `config` (its OTLP/gRPC receiver and health check on
-    `ports`), send telemetrygen's traces, metrics and logs through it, wait until the bridge
-    writing `lake` has stored them (EXPECTED), and stop the Collector: its exporters flush."""
+@contextmanager
+def running_collector(binary: Path, config: Path, health_port: int) -> Iterator[None]:
+    """The Collector `binary` running with `config`, healthy on `health_port`; stopped with
+    SIGTERM at the end of the block (its exporters flush) and expected to exit 0."""
     collector = subprocess.Popen(
         [str(binary), "--config", str(config)],
         stdout=subprocess.DEVNULL,
@@ -111,18 +126,12 @@ def feed_through_collector(binary: Path, config: Path, ports: dict, lake: Path) 
         def healthy() -> bool:
             assert collector.poll() is None, collector.stderr.read() if collector.stderr else ""
             try:
-                return requests.get(f"http://127.0.0.1:{ports['health']}", timeout=2).ok
+                return requests.get(f"http://127.0.0.1:{health_port}", timeout=2).ok
             except requests.ConnectionError:
                 return False
 
         wait_until(healthy, 60, "the Collector to start")
-        for signal in ("traces", "metrics", "logs"):
-            telemetrygen(signal, f"127.0.0.1:{ports['grpc']}")
-        wait_until(
-            lambda: all(rows(lake, table) >= n for table, n in EXPECTED.items()),
-            90,
-            f"the bridge to store {EXPECTED}",
-        )
+        yield
         collector.terminate()
         assert collector.wait(timeout=60) == 0
     finally:
@@ -130,15 +139,24 @@ def feed_through_collector(binary: Path, config: Path, ports: dict, lake: Path) 
             collector.kill()
 
 
+def feed_through_collector(binary: Path, config: Path, ports: dict, lake: Path) -> None:
+    """Start the Collector `binary` with `config` (its OTLP/gRPC receiver and health check on
+    `ports`), send telemetrygen's traces, metrics and logs through it, wait until the bridge
+    writing `lake` has stored them (EXPECTED), and stop the Collector: its exporters flush."""
+    with running_collector(binary, config, ports["health"]):
+        for signal in ("traces", "metrics", "logs"):
+            telemetrygen(signal, f"127.0.0.1:{ports['grpc']}")
+        wait_until(
+            lambda: all(rows(lake, table) >= n for table, n in EXPECTED.items()),
+            90,
+            f"the bridge to store {EXPECTED}",
+        )
+
+
 @pytest.mark.parametrize("transport", ["grpc", "http"])
 def test_telemetrygen_through_the_collector(tmp_path: Path, transport: str) -> None:
     lake = tmp_path / "lake"
-    bridge_config = tmp_path / "deltalake.toml"
-    bridge_config.write_text(
-        f'{LOOPBACK}[buffer]\nflush_interval_seconds = 0.5\n[deltalake]\ntable_path = "{lake}"\n'
-        "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
-        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
-    )
+    bridge_config = config_behind_collector(tmp_path)
     bridge = ServeProcess(bridge_config)
     try:
         config, ports = collector_config(tmp_path, transport, bridge)
@@ -168,3 +186,93 @@ def test_telemetrygen_through_the_collector(tmp_path: Path, transport: str) -> N
     assert done.returncode == 0, done.stderr
     for table in EXPECTED:
         assert sorted_rows(read_table(again, table)) == sorted_rows(read_table(lake, table))
+
+
+# every `compression` the Collector's exporters take (configcompression) that the bridge
+# reads, per transport: otlphttp sends them all; the otlp exporter's zstd and snappy are
+# refused by gRPC's C core, which knows no such `grpc-encoding` (README, OTLP/gRPC)
+COMPRESSIONS = {
+    "grpc": ("none", "gzip"),
+    "http": ("none", "gzip", "zstd", "zlib", "deflate", "snappy", "x-snappy-framed", "lz4"),
+}
+COMPRESSED_TRACES = 20  # each with one child span: 40 spans per compression
+
+
+def test_every_compression_the_collectors_exporters_send(tmp_path: Path) -> None:
+    """One Collector, one pipeline per (transport, compression): its own otlp receiver, and
+    an exporter to the bridge set to that compression. telemetrygen sends each pipeline its
+    own service's traces; each service's spans are stored exactly once (before 2026-11-28,
+    OTLP/HTTP's snappy, x-snappy-framed and lz4 were answered 415, and a Collector set to
+    them dropped everything it sent)."""
+    lake = tmp_path / "lake"
+    bridge_config = config_behind_collector(tmp_path)
+    pipelines = [(t, c) for t, names in COMPRESSIONS.items() for c in names]
+    ports = {pipeline: free_port() for pipeline in pipelines}
+    health = free_port()
+
+    def name(transport: str, compression: str) -> str:
+        return f"{transport}-{compression}"
+
+    bridge = ServeProcess(bridge_config)
+    try:
+        receivers = "".join(
+            f"  otlp/{name(*p)}:\n    protocols:\n      grpc: {{endpoint: 127.0.0.1:{ports[p]}}}\n"
+            for p in pipelines
+        )
+        exporters = "".join(
+            (
+                f"  otlp_grpc/{name(t, c)}:\n    endpoint: 127.0.0.1:{bridge.port}\n"
+                "    tls: {insecure: true}\n"
+                if t == "grpc"
+                else f"  otlp_http/{name(t, c)}:\n    endpoint: http://127.0.0.1:{bridge.http_port}\n"
+            )
+            + f"    compression: {c}\n"
+            + "    retry_on_failure: {enabled: true, initial_interval: 100ms}\n"
+            for t, c in pipelines
+        )
+        service = "".join(
+            f"    traces/{name(t, c)}:\n      receivers: [otlp/{name(t, c)}]\n"
+            f"      exporters: [{'otlp_grpc' if t == 'grpc' else 'otlp_http'}/{name(t, c)}]\n"
+            for t, c in pipelines
+        )
+        config = tmp_path / "otelcol.yaml"
+        config.write_text(
+            f"extensions:\n  health_check: {{endpoint: 127.0.0.1:{health}}}\n"
+            f"receivers:\n{receivers}exporters:\n{exporters}"
+            "service:\n  extensions: [health_check]\n"
+            "  telemetry: {metrics: {level: none}, logs: {level: warn}}\n"
+            f"  pipelines:\n{service}"
+        )
+        with running_collector(otelcol_binary(), config, health):
+            for pipeline in pipelines:
+                subprocess.run(
+                    [str(telemetrygen_binary()), "traces",
+                     "--otlp-endpoint", f"127.0.0.1:{ports[pipeline]}", "--otlp-insecure",
+                     "--rate", "0", "--workers", "1", "--service", f"tg-{name(*pipeline)}",
+                     "--traces", str(COMPRESSED_TRACES), "--child-spans", "1"],
+                    check=True, capture_output=True, timeout=120,
+                )  # fmt: skip
+            expected = 2 * COMPRESSED_TRACES * len(pipelines)
+
+            def stored() -> bool:
+                return rows(lake, "spans") >= expected
+
+            try:
+                wait_until(stored, 90, f"{expected} spans")
+            except AssertionError:
+                spans = read_table(lake, "spans") if table_exists(lake, "spans") else None
+                services = set(spans.column("service_name").to_pylist()) if spans else set()
+                raise AssertionError(f"stored only the spans of {sorted(services)}") from None
+    finally:
+        assert bridge.stop() == 0, "".join(bridge.lines[-20:])
+
+    spans = read_table(lake, "spans")
+    by_service: dict[str, list[str]] = {}
+    for service_name, span_id in zip(
+        spans.column("service_name").to_pylist(), spans.column("span_id").to_pylist(), strict=True
+    ):
+        by_service.setdefault(service_name, []).append(span_id)
+    for pipeline in pipelines:
+        ids = by_service.get(f"tg-{name(*pipeline)}", [])
+        assert len(ids) == len(set(ids)) == 2 * COMPRESSED_TRACES, pipeline
+    assert len(by_service) == len(pipelines)

@@ -9,12 +9,16 @@ import random
 import tracemalloc
 import zlib
 
+import cramjam
+import lz4.frame
 import pytest
 import zstandard
 
 from otel_delta.errors import InvalidRequestError, RequestTooLargeError, UnsupportedMediaTypeError
 from otel_delta.pipeline.body import (
+    ENCODINGS,
     INLINE_BYTES,
+    SNAPPY_FRAMED,
     Body,
     decompress,
     inflate_logged,
@@ -29,6 +33,11 @@ PACKERS = {
     "deflate": zlib.compress,
     "zlib": zlib.compress,
     "zstd": zstandard.ZstdCompressor().compress,
+    # the Collector's otlphttp exporter: `snappy` a raw block (older versions framed),
+    # `x-snappy-framed` framed, `lz4` LZ4 frames
+    "snappy": lambda body: bytes(cramjam.snappy.compress_raw(body)),
+    "x-snappy-framed": lambda body: bytes(cramjam.snappy.compress(body)),
+    "lz4": lz4.frame.compress,
     "identity": lambda body: body,
     "": lambda body: body,
 }
@@ -39,13 +48,22 @@ def test_round_trip(encoding: str) -> None:
     assert decompress(PACKERS[encoding](BODY), encoding.upper(), len(BODY)) == BODY
 
 
-@pytest.mark.parametrize("encoding", ["gzip", "deflate", "zstd", "identity"])
+def test_snappy_is_a_raw_block_or_framed_whatever_the_name() -> None:
+    """The Collector's receiver reads `snappy` either way (older exporters sent it framed)."""
+    for name in ("snappy", "x-snappy-framed"):
+        assert decompress(PACKERS["x-snappy-framed"](BODY), name, len(BODY)) == BODY
+        assert decompress(PACKERS["snappy"](BODY), name, len(BODY)) == BODY
+
+
+@pytest.mark.parametrize(
+    "encoding", ["gzip", "deflate", "zstd", "snappy", "x-snappy-framed", "lz4", "identity"]
+)
 def test_one_byte_over_the_limit_is_too_large(encoding: str) -> None:
     with pytest.raises(RequestTooLargeError):
         decompress(PACKERS[encoding](BODY), encoding, len(BODY) - 1)
 
 
-@pytest.mark.parametrize("encoding", ["gzip", "zstd"])
+@pytest.mark.parametrize("encoding", ["gzip", "zstd", "snappy", "x-snappy-framed", "lz4"])
 def test_a_bomb_stops_at_the_limit(encoding: str) -> None:
     # 256 MiB of zeros in ~250 KiB (gzip) or ~8 KiB (zstd)
     bomb = PACKERS[encoding](b"\0" * (256 * 1024 * 1024))
@@ -63,6 +81,11 @@ def test_concatenated_zstd_frames_and_skippable_frames() -> None:
     skippable = (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
     zstd = zstandard.ZstdCompressor().compress
     assert decompress(zstd(b"ab") + skippable + zstd(BODY), "zstd", len(BODY) + 2) == b"ab" + BODY
+
+
+def test_concatenated_lz4_frames() -> None:
+    lz4s = lz4.frame.compress(b"ab") + lz4.frame.compress(BODY)
+    assert decompress(lz4s, "lz4", len(BODY) + 2) == b"ab" + BODY
 
 
 def test_concatenated_gzip_members() -> None:
@@ -113,11 +136,21 @@ def test_truncated_and_foreign_bodies() -> None:
             decompress(cut, "zstd", len(BODY) + 2)
     with pytest.raises(InvalidRequestError, match="cannot decompress"):
         decompress(b"plain text", "zstd", 100)
-    with pytest.raises(UnsupportedMediaTypeError, match="snappy"):
-        decompress(b"", "snappy", 100)
+    for encoding in ("snappy", "x-snappy-framed", "lz4"):
+        packed = PACKERS[encoding](BODY)
+        with pytest.raises(InvalidRequestError, match=r"truncated|cannot decompress"):
+            decompress(packed[: len(packed) // 2], encoding, len(BODY))
+        with pytest.raises(InvalidRequestError, match="cannot decompress"):
+            decompress(b"plain text, long enough to look like something", encoding, 1000)
+    framed = bytearray(PACKERS["x-snappy-framed"](BODY))
+    framed[len(SNAPPY_FRAMED) + 4] ^= 0xFF  # the first chunk's CRC-32C, after its header
+    with pytest.raises(InvalidRequestError, match="cannot decompress"):
+        decompress(bytes(framed), "snappy", len(BODY))
+    with pytest.raises(UnsupportedMediaTypeError, match="unsupported Content-Encoding 'br'"):
+        decompress(b"", "br", 100)
 
 
-@pytest.mark.parametrize("encoding", ["gzip", "deflate", "zlib", "zstd", "identity", ""])
+@pytest.mark.parametrize("encoding", [*ENCODINGS, "identity", ""])
 @pytest.mark.parametrize("noise", [0, INLINE_BYTES * 2])  # on the loop, on a worker thread
 def test_a_received_body_keeps_what_came_and_inflates_again_as_logged(
     encoding: str, noise: int
