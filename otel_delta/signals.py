@@ -28,7 +28,10 @@ class Signal:
     response: type[Message]  # Export<Signal>ServiceResponse
     convert: Callable[[Message], Converted]  # the Python (reference) converter
     rejected_field: str  # the counter in <Response>.partial_success
-    date_column: str  # the time (ns) the `date` partition of a row is taken from
+    # a row's time (ns), first set first: its `date` partition and `timestamp_column` come from
+    # it (as the converters compute them); the connector's upsert derives them the same way
+    time_columns: tuple[str, ...]
+    timestamp_column: str  # the TIMESTAMP column of that time
     grpc_service: str  # fully qualified gRPC service name
     http_path: str  # the OTLP/HTTP path
 
@@ -51,7 +54,8 @@ SIGNALS: tuple[Signal, ...] = (
         response=trace.ExportTraceServiceResponse,
         convert=spans_to_arrow,  # type: ignore[arg-type]
         rejected_field="rejected_spans",
-        date_column="start_time_unix_nano",
+        time_columns=("start_time_unix_nano",),
+        timestamp_column="start_time",
         grpc_service="opentelemetry.proto.collector.trace.v1.TraceService",
         http_path="/v1/traces",
     ),
@@ -63,7 +67,8 @@ SIGNALS: tuple[Signal, ...] = (
         response=metrics.ExportMetricsServiceResponse,
         convert=metrics_to_arrow,  # type: ignore[arg-type]
         rejected_field="rejected_data_points",
-        date_column="time_unix_nano",
+        time_columns=("time_unix_nano",),
+        timestamp_column="time",
         grpc_service="opentelemetry.proto.collector.metrics.v1.MetricsService",
         http_path="/v1/metrics",
     ),
@@ -75,7 +80,8 @@ SIGNALS: tuple[Signal, ...] = (
         response=logs.ExportLogsServiceResponse,
         convert=logs_to_arrow,  # type: ignore[arg-type]
         rejected_field="rejected_log_records",
-        date_column="time_unix_nano",  # observed_time_unix_nano when 0
+        time_columns=("time_unix_nano", "observed_time_unix_nano"),  # observed when time is 0
+        timestamp_column="time",
         grpc_service="opentelemetry.proto.collector.logs.v1.LogsService",
         http_path="/v1/logs",
     ),

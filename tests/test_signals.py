@@ -3,6 +3,8 @@ tables is true of their schemas."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from otel_delta.signals import SIGNALS, signal_of_request, signal_of_table
 from otel_delta.tables import TABLES
 
@@ -14,10 +16,14 @@ def test_every_table_has_exactly_one_signal() -> None:
         assert name in signal_of_table(name).tables
 
 
-def test_date_column_and_partial_success_field_exist() -> None:
+def test_time_columns_and_partial_success_field_exist() -> None:
     for signal in SIGNALS:
         for name in signal.tables:
-            assert signal.date_column in TABLES[name].schema.names, (signal.name, name)
+            schema = TABLES[name].schema
+            for column in signal.time_columns:
+                assert pa.types.is_integer(schema.field(column).type), (signal.name, column)
+            timestamp = schema.field(signal.timestamp_column).type
+            assert pa.types.is_timestamp(timestamp), (signal.name, name)
         response = signal.response_for(2, "2 item(s) rejected: bad id")
         partial = response.partial_success  # type: ignore[attr-defined]
         assert getattr(partial, signal.rejected_field) == 2

@@ -13,7 +13,7 @@ from otel_delta.connector.predicates import sql_literal
 from otel_delta.convert.columns import timestamp_and_date
 from otel_delta.convert.context import UNKNOWN_SERVICE
 from otel_delta.errors import InvalidRequestError, SchemaMismatchError
-from otel_delta.signals import signal_of_request
+from otel_delta.signals import SIGNALS, signal_of_request
 from otel_delta.sql import Dialect, quote_identifier
 from otel_delta.tables import TABLES
 
@@ -25,11 +25,12 @@ DEFAULT_MERGE_KEYS: dict[str, tuple[str, ...]] = {
 }
 MAX_PRUNING_VALUES = 1000  # above this many distinct partition values, let the engine prune
 # Per table: the nanosecond times a row's TIMESTAMP column and `date` come from, first set
-# first (a log record's time, else its observed time, as the converter has it), and that column
+# first (a log record's time, else its observed time, as the converter has it), and that column:
+# the signal registry's, so the upsert derives them as ingestion does
 SQL_TIME: dict[str, tuple[tuple[str, ...], str]] = {
-    "spans": (("start_time_unix_nano",), "start_time"),
-    "logs": (("time_unix_nano", "observed_time_unix_nano"), "time"),
-    **{name: (("time_unix_nano",), "time") for name in TABLES if name.startswith("metrics_")},
+    name: (signal.time_columns, signal.timestamp_column)
+    for signal in SIGNALS
+    for name in signal.tables
 }
 # ids a span must have, as the tables hold them: lowercase hex of 16 and 8 bytes
 SPAN_IDS = {"trace_id": 32, "span_id": 16}
