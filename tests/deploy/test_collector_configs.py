@@ -30,12 +30,15 @@ def validate(config: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+# they run the Collector that `make collector` builds: not part of the quick set (`make quick`)
+@pytest.mark.e2e
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.name)
 def test_collector_validates(config: Path) -> None:
     result = validate(config)
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.e2e
 def test_validate_can_fail(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yaml"
     text = (CONFIGS[0]).read_text().replace("send_batch_size", "send_batch_sizes", 1)
