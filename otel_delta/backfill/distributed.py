@@ -29,6 +29,7 @@ from otel_delta.tables import TABLES
 from otel_delta.tables.schemas import DEAD_LETTERS
 
 if TYPE_CHECKING:
+    from pyspark import Accumulator
     from pyspark.sql import Column, DataFrame
 
 MAX_TASKS = 1000
@@ -85,7 +86,7 @@ def staged_rows(path: str, sha256: str, fmt: Format) -> list[dict]:
     return rows
 
 
-def _stage_task(fmt: Format, files_done, rows_done) -> Callable:
+def _stage_task(fmt: Format, files_done: Accumulator[int], rows_done: Accumulator[int]) -> Callable:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for path, sha256 in zip(

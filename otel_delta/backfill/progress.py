@@ -12,7 +12,9 @@ WIDTH = 30
 class Progress:
     """Redrawn in place on a terminal; elsewhere (logs, CI) a line at most every few seconds."""
 
-    def __init__(self, total_files: int, stream: TextIO | None = None, enabled: bool = True):
+    def __init__(
+        self, total_files: int, stream: TextIO | None = None, enabled: bool = True
+    ) -> None:
         self.total = total_files
         self.stream = stream or sys.stderr
         self.enabled = enabled

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from otel_delta.convert.anyvalue import encode
 from otel_delta.convert.result import Rejections
@@ -123,7 +124,7 @@ def timestamp_and_date(nanos: pa.Array) -> tuple[pa.Array, pa.Array]:
     )
 
 
-def enum_names(enum) -> dict[int, str]:
+def enum_names(enum: EnumTypeWrapper) -> dict[int, str]:
     return {value: name for name, value in enum.items()}
 
 
@@ -132,7 +133,7 @@ def enum_name(names: dict[int, str], value: int) -> str:
     return names.get(value) or str(value)
 
 
-def enum_value(enum, text: str) -> int:
+def enum_value(enum: EnumTypeWrapper, text: str) -> int:
     """Inverse of `enum_name`."""
     try:
         return enum.Value(text)
@@ -144,7 +145,9 @@ def list_array(offsets: list[int], values: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
 
 
-def struct_array(columns: dict[str, pa.Array], type_: pa.StructType, mask=None) -> pa.Array:
+def struct_array(
+    columns: dict[str, pa.Array], type_: pa.StructType, mask: pa.Array | None = None
+) -> pa.Array:
     return pa.StructArray.from_arrays(
         [columns[f.name] for f in type_], fields=list(type_), mask=mask
     )

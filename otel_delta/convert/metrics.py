@@ -6,14 +6,15 @@ attributes, flags, exemplars); subclasses add only what their point type carries
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
-from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, Metric
+from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, Exemplar, Metric
 
 from otel_delta.convert.columns import (
     AttributeColumns,
@@ -33,7 +34,7 @@ from otel_delta.tables.schemas import BUCKETS, EXEMPLAR, METRICS_SUMMARY
 TEMPORALITY_NAMES = enum_names(AggregationTemporality)
 
 
-def point_error(point) -> str | None:
+def point_error(point: Any) -> str | None:
     for exemplar in getattr(point, "exemplars", ()):
         error = id_error(exemplar.trace_id, TRACE_ID_BYTES, "exemplar trace_id", False) or id_error(
             exemplar.span_id, SPAN_ID_BYTES, "exemplar span_id", False
@@ -81,7 +82,7 @@ class ExemplarColumns:
         self.span_id: list[str] = []
         self.attributes = AttributeColumns(repeats)
 
-    def append(self, exemplars) -> None:
+    def append(self, exemplars: Iterable[Exemplar]) -> None:
         for exemplar in exemplars:
             self.time.append(exemplar.time_unix_nano)
             kind = exemplar.WhichOneof("value")
@@ -143,7 +144,7 @@ class PointTable:
                 self.exemplars.append(point.exemplars)
             self.append_point(data, point)
 
-    def append_point(self, data, point) -> None:
+    def append_point(self, data: Any, point: Any) -> None:
         raise NotImplementedError
 
     def point_columns(self) -> dict[str, pa.Array]:
@@ -181,7 +182,7 @@ class GaugePoints(PointTable):
         self.value_double: list[float | None] = []
         self.value_int: list[int | None] = []
 
-    def append_point(self, data, point) -> None:
+    def append_point(self, data: Any, point: Any) -> None:
         kind = point.WhichOneof("value")
         self.value_double.append(point.as_double if kind == "as_double" else None)
         self.value_int.append(point.as_int if kind == "as_int" else None)
@@ -202,7 +203,7 @@ class SumPoints(GaugePoints):
         self.temporality: list[str] = []
         self.monotonic: list[bool] = []
 
-    def append_point(self, data, point) -> None:
+    def append_point(self, data: Any, point: Any) -> None:
         super().append_point(data, point)
         self.temporality.append(enum_name(TEMPORALITY_NAMES, data.aggregation_temporality))
         self.monotonic.append(data.is_monotonic)
@@ -226,7 +227,7 @@ class _Distribution(PointTable):
         self.max: list[float | None] = []
         self.temporality: list[str] = []
 
-    def append_point(self, data, point) -> None:
+    def append_point(self, data: Any, point: Any) -> None:
         self.count.append(point.count)
         self.sum.append(point.sum if point.HasField("sum") else None)
         self.min.append(point.min if point.HasField("min") else None)
@@ -257,7 +258,7 @@ class HistogramPoints(_Distribution):
         self.counts: list[int] = []
         self.bounds: list[list[float]] = []
 
-    def append_point(self, data, point) -> None:
+    def append_point(self, data: Any, point: Any) -> None:
         super().append_point(data, point)
         self.counts.extend(point.bucket_counts)
         self.counts_offsets.append(len(self.counts))
@@ -278,7 +279,7 @@ class _BucketColumns:
         self.counts_offsets = [0]
         self.counts: list[int] = []
 
-    def append(self, point, name: str) -> None:
+    def append(self, point: Any, name: str) -> None:
         present = point.HasField(name)
         buckets = getattr(point, name)
         self.present.append(present)
@@ -309,7 +310,7 @@ class ExponentialHistogramPoints(_Distribution):
         self.positive = _BucketColumns()
         self.negative = _BucketColumns()
 
-    def append_point(self, data, point) -> None:
+    def append_point(self, data: Any, point: Any) -> None:
         super().append_point(data, point)
         self.scale.append(point.scale)
         self.zero_count.append(point.zero_count)
@@ -339,7 +340,7 @@ class SummaryPoints(PointTable):
         self.sum: list[float] = []
         self.quantiles: list[list[dict[str, float]]] = []
 
-    def append_point(self, data, point) -> None:
+    def append_point(self, data: Any, point: Any) -> None:
         self.count.append(point.count)
         self.sum.append(point.sum)
         self.quantiles.append(

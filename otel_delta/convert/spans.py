@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -51,7 +53,7 @@ class _EventColumns:
         self.attributes = AttributeColumns(repeats)
         self.dropped: list[int] = []
 
-    def append(self, events) -> None:
+    def append(self, events: Iterable[Span.Event]) -> None:
         for event in events:
             self.time.append(event.time_unix_nano)
             self.name.append(event.name)
@@ -84,7 +86,7 @@ class _LinkColumns:
         self.attributes = AttributeColumns(repeats)
         self.dropped: list[int] = []
 
-    def append(self, links) -> None:
+    def append(self, links: Iterable[Span.Link]) -> None:
         for link in links:
             self.trace_id.append(link.trace_id.hex())
             self.span_id.append(link.span_id.hex())

@@ -74,12 +74,12 @@ def _scope(row: Row) -> InstrumentationScope:
 class _Grouper:
     """Finds or creates the Resource*/Scope* container of a row, in first-seen order."""
 
-    def __init__(self, resources, scopes_field: str) -> None:
+    def __init__(self, resources: Any, scopes_field: str) -> None:
         self.resources = resources
         self.scopes_field = scopes_field
         self.by_resource: dict[tuple, tuple[Any, dict[tuple, Any]]] = {}
 
-    def items(self, row: Row):
+    def items(self, row: Row) -> Any:
         key = _resource_key(row)
         if key not in self.by_resource:
             container = self.resources.add(

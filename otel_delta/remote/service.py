@@ -88,11 +88,11 @@ class ConnectorServicer:
         self._query_slots = threading.BoundedSemaphore(query_streams)
 
     @_rpc
-    def Tables(self, request, context):
+    def Tables(self, request: Any, context: grpc.ServicerContext) -> Any:
         return self.pb.TablesResponse(tables=self.connector.list_tables())
 
     @_rpc
-    def History(self, request, context):
+    def History(self, request: Any, context: grpc.ServicerContext) -> Any:
         entries = self.connector.table(request.table).history(request.limit or None)
         return self.pb.HistoryResponse(
             entries=[
@@ -108,7 +108,7 @@ class ConnectorServicer:
         )
 
     @_rpc
-    def Statistics(self, request, context):
+    def Statistics(self, request: Any, context: grpc.ServicerContext) -> Any:
         s = self.connector.table(request.table).statistics()
         return self.pb.TableStatistics(
             version=s.version,
@@ -121,7 +121,7 @@ class ConnectorServicer:
         )
 
     @_streaming
-    def Query(self, request, context):
+    def Query(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         if not self._query_slots.acquire(blocking=False):
             raise ServerBusyError(
                 "the ConnectorService streams as many queries as it takes; retry later"
@@ -149,7 +149,7 @@ class ConnectorServicer:
             yield self.pb.ArrowChunk(data=data)
 
     @_rpc
-    def Optimize(self, request, context):
+    def Optimize(self, request: Any, context: grpc.ServicerContext) -> Any:
         r = self.connector.table(request.table).optimize(
             where=request.where or None, z_order=list(request.z_order) or None
         )
@@ -161,7 +161,7 @@ class ConnectorServicer:
         )
 
     @_rpc
-    def Vacuum(self, request, context):
+    def Vacuum(self, request: Any, context: grpc.ServicerContext) -> Any:
         hours = request.retention_hours if request.HasField("retention_hours") else None
         r = self.connector.table(request.table).vacuum(
             retention_hours=hours, dry_run=request.dry_run
@@ -169,7 +169,7 @@ class ConnectorServicer:
         return self.pb.VacuumResponse(files=r.files, dry_run=r.dry_run)
 
     @_rpc
-    def Delete(self, request, context):
+    def Delete(self, request: Any, context: grpc.ServicerContext) -> Any:
         if not request.where.strip() and not request.partition_path:
             raise InvalidPredicateError("a condition is required", request.where)
         r = self.connector.table(request.table).delete(
@@ -186,7 +186,7 @@ class ConnectorServicer:
         )
 
     @_rpc
-    def Redact(self, request, context):
+    def Redact(self, request: Any, context: grpc.ServicerContext) -> Any:
         target = request.WhichOneof("target")
         r = self.connector.table(request.table).redact(
             request.attribute if target == "attribute" else None,
@@ -205,7 +205,7 @@ class ConnectorServicer:
         )
 
     @_rpc
-    def Restore(self, request, context):
+    def Restore(self, request: Any, context: grpc.ServicerContext) -> Any:
         # `version` is optional in the proto: unset, it is not version 0 (the empty table);
         # restore() refuses neither or both, as the Python API does
         version = request.version if request.HasField("version") else None

@@ -9,9 +9,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from otel_delta.config import SparkSettings
 from otel_delta.errors import OtelDeltaError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DELTA_VERSION = "4.0.1"  # pairs with pyspark 4.0.x only
 # our put-if-absent commit store for file:// tables (spark/logstore/pom.xml; README: commit safety)
@@ -65,7 +69,7 @@ def spark_session(
     *,
     master: str | None = None,
     conf: dict[str, str] | None = None,
-):
+) -> SparkSession:
     """A session reading and writing Delta, quiet, UI off by default, bound to 127.0.0.1.
 
     `settings` is the `[spark]` config section; `master` overrides its `master`; `conf` is

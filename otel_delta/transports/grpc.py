@@ -140,7 +140,7 @@ def generic_handlers(
     timeout: float,
     signals: tuple[Signal, ...] = SIGNALS,
     token: BearerToken | None = None,
-):
+) -> tuple[grpc.GenericRpcHandler, ...]:
     return tuple(
         grpc.method_handlers_generic_handler(
             signal.grpc_service,
