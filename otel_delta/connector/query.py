@@ -257,8 +257,12 @@ class Query:
 
         Without order_by nothing is materialized: batches flow from the files as read, decoded
         one batch ahead of the reader (scan.STREAMED_SCAN), so a slow reader does not make the
-        result pile up in memory.
+        result pile up in memory. A `batch_size` below 1 is refused here, at the call, rather
+        than by pyarrow (ArrowInvalid) at the first batch.
         """
+        return self._batches(whole_number(batch_size, "batch_size", minimum=1))
+
+    def _batches(self, batch_size: int) -> Iterator[pa.RecordBatch]:
         if self._order_by:
             yield from self.execute().table.to_batches(batch_size)
             return

@@ -425,6 +425,8 @@ class Table:
         `deltalake.table.retention_days` (scheduled maintenance calls it), not by
         `operations.delete_enabled`, which gates user deletes. On a table partitioned by date
         whole files go and none is rewritten."""
+        if not isinstance(before, date) or isinstance(before, datetime):
+            raise InvalidQueryError(f"expire: before must be a datetime.date, got {before!r}")
         return self._delete(self.predicate(f"date < '{before.isoformat()}'"), engine)
 
     def _delete(self, predicate: Predicate, engine: EngineName | None) -> DeleteResult:

@@ -96,6 +96,18 @@ def test_trace_rejects_bad_ids(spans, lake) -> None:
         lake.table("logs").trace("00" * 16)
 
 
+def test_bad_arguments_are_our_error_at_the_call(spans) -> None:
+    """A batch size below 1 and a retention cut-off that is no date are InvalidQueryError,
+    not pyarrow's ArrowInvalid at the first batch nor an AttributeError from inside."""
+    for bad in (0, -1, 1.5, None):
+        with pytest.raises(InvalidQueryError, match="batch_size"):
+            spans.query().to_batches(bad)
+    assert sum(b.num_rows for b in spans.query().to_batches(1)) == spans.query().count()
+    for bad in ("2020-01-01", datetime(2020, 1, 1, tzinfo=UTC), None):
+        with pytest.raises(InvalidQueryError, match="expire"):
+            spans.expire(bad)
+
+
 def test_a_lake_without_spans_has_no_trace_rather_than_no_table(tmp_path) -> None:
     """A lake that has received logs only: `trace()` finds no span (the trace's logs may be
     there), where it raised TableNotFoundError; a bad id is still refused."""
