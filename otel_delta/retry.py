@@ -1,8 +1,11 @@
-"""Retry with exponential backoff: the one loop every retried Delta operation goes through."""
+"""Retry with exponential backoff: the one loop every retried Delta operation goes through, and
+the one backoff schedule (`backoff`), which the group commit's per-table retries use too (they
+cannot sleep in a loop: the buffer holds a failed table's groups until their time comes)."""
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -13,6 +16,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 BASE_DELAY_SECONDS = 0.05
+
+
+def backoff(attempt: int, base: float, cap: float = math.inf) -> float:
+    """The wait after failed attempt number `attempt` (1 = the first): base * 2**attempt, at
+    most `cap`."""
+    return min(cap, base * 2**attempt)
 
 
 def retrying(
@@ -41,5 +50,5 @@ def retrying(
             log.warning("%s failed (attempt %d of %d): %s", what, attempt, attempts, describe(exc))
             if before_retry is not None:
                 before_retry()
-            time.sleep(base_delay * 2**attempt)
+            time.sleep(backoff(attempt, base_delay))
     raise AssertionError("unreachable")

@@ -51,6 +51,7 @@ from otel_delta.metrics import (
     COMMITS,
     REJECTED_ROWS,
 )
+from otel_delta.retry import backoff
 from otel_delta.tables import TABLES, packed
 
 log = logging.getLogger(__name__)
@@ -396,7 +397,7 @@ class GroupCommitBuffer:
     def _failed(self, name: str, error: Exception, held: int) -> None:
         self.stats.failures += 1
         failures = self._failures[name] = self._failures.get(name, 0) + 1
-        delay = min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2**failures)
+        delay = backoff(failures, FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS)
         self._not_before[name] = time.monotonic() + delay
         self._last_errors[name] = first_line(error)
         log.warning(
