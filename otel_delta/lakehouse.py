@@ -96,6 +96,8 @@ def s3_filesystem(options: dict[str, str]) -> pafs.S3FileSystem:
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 LOG_RETENTION = "delta.logRetentionDuration"
 DEFAULT_LOG_RETENTION_HOURS = 720.0  # Delta's own default, 30 days
+# in a commit's info: who wrote it ("compaction", "stream"; the table's history shows it)
+OPERATION = "otel_delta.operation"
 # A commit of files our own code wrote (engines/data_files) carries no `operationMetrics`:
 # delta-rs fills those only for the writes it runs. Its figures (num_added_rows,
 # num_added_files, as delta-rs names them) go into the commit info under this prefix instead.
@@ -229,7 +231,7 @@ class Lakehouse:
         it lost a race and was rebased, which delta-rs records only for its own writes), and
         the commit's `commit_id` (`COMMIT_ID`), by which its caller finds the commit's version
         in the log (engines/commit_log.own_commit)."""
-        custom = {"otel_delta.operation": operation} if operation else {}
+        custom = {OPERATION: operation} if operation else {}
         custom.update({METRICS_PREFIX + k: str(v) for k, v in (metrics or {}).items()})
         if read_version is not None:
             custom[READ_VERSION] = str(read_version)

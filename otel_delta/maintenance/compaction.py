@@ -54,6 +54,7 @@ from otel_delta.engines.data_files import (
     run_starts,
     stats_columns,
 )
+from otel_delta.lakehouse import OPERATION
 from otel_delta.tables.layout import COMPACTION_LEVEL, Layout, parquet_options
 
 ROW_GROUP_ROWS = 128 * 1024  # rows per row group of a compacted file: narrow trace id ranges
@@ -339,7 +340,7 @@ def commit_swap(
             partition_by=list(delta.metadata().partition_columns) or None,
             commit_properties=CommitProperties(
                 max_commit_retries=options.max_commit_retries,
-                custom_metadata={"otel_delta.operation": "compaction"},
+                custom_metadata={OPERATION: "compaction"},
             ),
         )
     except BaseException:

@@ -23,6 +23,7 @@ from deltalake import DeltaTable
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
 from otel_delta.faults import CRASH_EXIT_CODE
+from otel_delta.lakehouse import OPERATION
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.stream.job import STREAM_OPERATION
 from otel_delta.tables.schemas import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_TABLE
@@ -346,9 +347,7 @@ def test_sigterm_mid_batch_stops_in_order_and_the_next_start_runs_the_batch(
 def writers(history: list[dict]) -> list[str]:
     """Who made each commit of a table, oldest first: "stream" or "bridge"."""
     order = sorted(history, key=lambda commit: commit["version"])
-    return [
-        "stream" if c.get("otel_delta.operation") == STREAM_OPERATION else "bridge" for c in order
-    ]
+    return ["stream" if c.get(OPERATION) == STREAM_OPERATION else "bridge" for c in order]
 
 
 def test_stream_and_bridge_write_the_same_table_at_once(kafka: KafkaBroker, tmp_path: Path) -> None:
