@@ -17,11 +17,11 @@ from otel_delta import grpcenv, heap  # noqa: F401 (grpcenv: imported for its ef
 from otel_delta.backfill.files import FORMATS
 from otel_delta.bridge import Bridge
 from otel_delta.commands import add_commands, run_command
-from otel_delta.commands.confirm import Aborted
 from otel_delta.config import Settings, load_settings
-from otel_delta.errors import OtelDeltaError, StoreUnavailableError
+from otel_delta.errors import Aborted, OtelDeltaError
 from otel_delta.logformat import use_json_logs
 from otel_delta.nopandas import keep_pandas_unloaded
+from otel_delta.status import status_for
 
 log = logging.getLogger("otel_delta")
 
@@ -186,12 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         # tools end by SIGPIPE; what is still buffered for stdout must not fail again at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
-    except StoreUnavailableError as exc:  # a failed operation, not bad input: retry later
-        print(f"otel-delta: {exc}", file=sys.stderr)
-        return 1
     except OtelDeltaError as exc:
         print(f"otel-delta: {exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc)
     except Exception as exc:  # table commands: a library failure is one line too, not a trace
         if args.command == "serve":
             raise
@@ -199,6 +196,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"otel-delta: {args.command} failed: {type(exc).__name__}: {first}", file=sys.stderr)
         return 1
     return 0
+
+
+def exit_code(error: OtelDeltaError) -> int:
+    """1 for an operation that failed (a store down, a commit that lost its races, a server
+    fault: the same command can succeed later), 2 for input the command cannot take (a bad
+    argument or config, a table that is not there): the status the ConnectorService answers
+    the same error with (otel_delta.status) tells them apart."""
+    status = status_for(error)
+    return 1 if status.retryable or status.http == 409 or status.http >= 500 else 2
 
 
 def run() -> None:

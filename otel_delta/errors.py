@@ -201,3 +201,27 @@ class MissingDependencyError(OtelDeltaError):
 
 class OperationDisabledError(OtelDeltaError):
     """The operation is switched off in [deltalake.operations]."""
+
+
+class UsageError(OtelDeltaError):
+    """A command line that cannot be run as given (one line for the user, exit 2)."""
+
+
+class Aborted(OtelDeltaError):
+    """The user answered no to a confirmation (exit 1)."""
+
+
+class BackfillError(OtelDeltaError):
+    """A backfill cannot start (e.g. a path does not exist); the message is one line."""
+
+
+class SparkSetupError(OtelDeltaError):
+    """Spark cannot start as configured (e.g. Delta's jars were never fetched)."""
+
+
+class StreamFailedError(OtelDeltaError):
+    """The streaming query stopped with an error (Spark's, first line): the job failed, its
+    next start resumes from its checkpoint (exit 1)."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"stream failed: {cause}")

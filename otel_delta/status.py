@@ -35,6 +35,7 @@ from otel_delta.errors import (
     ServerBusyError,
     ShuttingDownError,
     StoreUnavailableError,
+    StreamFailedError,
     TableNotFoundError,
     UnauthenticatedError,
     UnsupportedMediaTypeError,
@@ -78,6 +79,8 @@ STATUS_OF: tuple[tuple[type[OtelDeltaError], Status], ...] = (
     (ConcurrentModificationError, Status(grpc.StatusCode.ABORTED, 409)),
     (OperationDisabledError, Status(grpc.StatusCode.PERMISSION_DENIED, 403)),
     (MissingDependencyError, Status(grpc.StatusCode.UNIMPLEMENTED, 501)),
+    # the Kafka stream job (its CLI exit code comes from here too)
+    (StreamFailedError, Status(grpc.StatusCode.INTERNAL, 500)),
     (OtelDeltaError, Status(grpc.StatusCode.FAILED_PRECONDITION, 400)),
 )
 INTERNAL = Status(grpc.StatusCode.INTERNAL, 500)

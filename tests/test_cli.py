@@ -17,6 +17,19 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from otel_delta.cli import exit_code
+from otel_delta.errors import (
+    BackfillError,
+    CommitError,
+    ConcurrentModificationError,
+    ConfigError,
+    InvalidPredicateError,
+    OtelDeltaError,
+    StoreUnavailableError,
+    StreamFailedError,
+    TableNotFoundError,
+    UsageError,
+)
 from tests.helpers import LOOPBACK, ServeProcess, bridge_config, read_table
 
 pytestmark = pytest.mark.e2e
@@ -76,6 +89,26 @@ def test_sigterm_commits_requests_in_flight_and_exits_zero(tmp_path: Path) -> No
         future.result(timeout=30)  # every waiting request is answered OK
     assert proc.wait(timeout=30) == 0
     assert read_table(lake, "spans").num_rows == 20
+
+
+def test_a_failed_operation_exits_1_and_input_the_command_cannot_take_2() -> None:
+    """As the README's Command line section says: the same command may succeed later (1), or
+    not as given (2). A lost commit race and a failed stream exited 2 before, as bad input."""
+    failed: list[OtelDeltaError] = [
+        StoreUnavailableError("spans", "s3://lake/spans", "Connection refused"),
+        ConcurrentModificationError("spans", 4, 3),
+        CommitError("commit failed"),
+        StreamFailedError("kafka broker gone"),
+    ]
+    refused: list[OtelDeltaError] = [
+        ConfigError("x: unknown key"),
+        UsageError("delete needs --where"),
+        TableNotFoundError("spans"),
+        InvalidPredicateError("bad", "x ="),
+        BackfillError("backfill: x: no such file or directory"),
+    ]
+    assert [exit_code(error) for error in failed] == [1] * len(failed)
+    assert [exit_code(error) for error in refused] == [2] * len(refused)
 
 
 def test_bad_config_is_one_clear_line(tmp_path: Path) -> None:

@@ -6,11 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from otel_delta.backfill.stage import file_sha256, nothing_decoded
-from otel_delta.errors import OtelDeltaError
-
-
-class BackfillError(OtelDeltaError):
-    """The backfill cannot start (e.g. a path does not exist); the message is one line."""
+from otel_delta.errors import BackfillError
 
 
 @dataclass(frozen=True)

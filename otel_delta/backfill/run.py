@@ -9,11 +9,11 @@ from typing import TextIO
 
 from otel_delta.backfill import ledger
 from otel_delta.backfill.files import Format
-from otel_delta.backfill.plan import BackfillError, Loaded, plan
+from otel_delta.backfill.plan import Loaded, plan
 from otel_delta.backfill.progress import Progress
 from otel_delta.config import Settings
 from otel_delta.engines import DeltaRsEngine, EngineName, Engines
-from otel_delta.errors import OtelDeltaError
+from otel_delta.errors import BackfillError, OtelDeltaError
 from otel_delta.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)

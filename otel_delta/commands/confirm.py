@@ -5,15 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from otel_delta.errors import OtelDeltaError
-
-
-class UsageError(OtelDeltaError):
-    """The command line cannot be run as given (one line for the user, exit 2)."""
-
-
-class Aborted(OtelDeltaError):
-    """The user answered no to a confirmation (exit 1)."""
+from otel_delta.errors import Aborted, UsageError
 
 
 def confirm(

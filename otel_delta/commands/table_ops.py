@@ -9,8 +9,9 @@ import shutil
 import sys
 from typing import Any
 
-from otel_delta.commands.confirm import UsageError, confirm
+from otel_delta.commands.confirm import confirm
 from otel_delta.commands.waterfall import render_waterfall
+from otel_delta.errors import UsageError
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from otel_delta.config import SparkSettings
-from otel_delta.errors import OtelDeltaError
+from otel_delta.errors import SparkSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,10 +31,6 @@ DELTA_JARS = (
     LOGSTORE_JAR,
 )
 DEFAULT_JAR_DIR = Path(__file__).resolve().parents[2] / "jars"
-
-
-class SparkSetupError(OtelDeltaError):
-    """Spark cannot start as configured (e.g. Delta's jars were never fetched)."""
 
 
 def delta_jars(jar_dir: Path | None = None) -> list[Path]:

@@ -34,7 +34,7 @@ from otel_delta.config import AdminSettings, Settings, StreamSettings
 from otel_delta.engines.data_files import DataFile, added, not_appendable, stats_columns
 from otel_delta.engines.delta_rs import holds_transaction
 from otel_delta.engines.spark import spark_schema
-from otel_delta.errors import CommitError, ConfigError, describe, first_line
+from otel_delta.errors import CommitError, ConfigError, StreamFailedError, describe, first_line
 from otel_delta.faults import crash_point
 from otel_delta.lakehouse import STATS_COLUMNS, Lakehouse, table_uri
 from otel_delta.signals import SIGNALS_BY_NAME
@@ -59,10 +59,6 @@ INTERRUPTIONS = (
     "java.io.InterruptedIOException",
     "java.nio.channels.ClosedByInterruptException",
 )
-
-
-class StreamFailed(Exception):
-    """The streaming query stopped with an error (Spark's, first line)."""
 
 
 class BatchInterrupted(Exception):
@@ -159,7 +155,7 @@ class BatchWriter:
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         if not self._ready.wait(QUERY_ID_TIMEOUT):
-            raise StreamFailed("the streaming query's id never became known")
+            raise StreamFailedError("the streaming query's id never became known")
         assert self.app_id is not None
         started = time.monotonic()
         written = self._write_files(frame, batch_id)
@@ -282,7 +278,7 @@ def file_target(lakehouse: Lakehouse, topics: dict[str, str]) -> FileTarget:
 
 def run_stream(settings: Settings, once: bool, stop: threading.Event | None = None) -> None:
     """Run the query until the topics are drained (`once`) or until `stop` / SIGTERM / SIGINT;
-    a query failure raises StreamFailed. The admin endpoint listens first, so a port in use is
+    a query failure raises StreamFailedError. The admin endpoint listens first, so a port in use is
     one line before Spark starts."""
     stream = settings.stream
     topics = check(stream)
@@ -352,7 +348,7 @@ def _run_query(
                 _observe(status, query)
         except Exception as exc:
             status.failure = first_line(exc)
-            raise StreamFailed(status.failure) from exc
+            raise StreamFailedError(status.failure) from exc
         _observe(status, query)  # the last batches of an availableNow run
         if query.isActive:
             log.info("stopping the streaming query")
@@ -360,7 +356,7 @@ def _run_query(
         failure = query.exception()
         if failure is not None:
             status.failure = first_line(failure)
-            raise StreamFailed(status.failure)
+            raise StreamFailedError(status.failure)
     finally:
         status.active = False
         for signum, previous in handlers.items():

@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_delta.spark.session import LOGSTORE_CLASS, LOGSTORE_JAR, SparkSetupError, delta_jars
+from otel_delta.errors import SparkSetupError
+from otel_delta.spark.session import LOGSTORE_CLASS, LOGSTORE_JAR, delta_jars
 
 
 def test_missing_jars_name_the_command_that_fetches_them(tmp_path: Path, monkeypatch) -> None:
