@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import io
 import json
+import math
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -33,8 +34,19 @@ def records(value: Any) -> list[dict[str, Any]]:
     return [{"value": value}]
 
 
+# JSON has no NaN or infinities: json.dumps writes the bare words NaN and Infinity, which
+# strict parsers refuse (JSON.parse, Go, serde) or misread (jq 1.6: Infinity as 1.797e308, NaN
+# as null). A metric value may be either, so they print as protobuf's JSON mapping, and OTLP/JSON,
+# write them: as the strings "NaN", "Infinity" and "-Infinity".
+def _non_finite(value: float) -> str:
+    return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+
+
 def _plain(value: Any) -> Any:
-    """JSON-able form: dates as ISO strings, maps (lists of pairs) as objects, bytes as hex."""
+    """JSON-able form: dates as ISO strings, maps (lists of pairs) as objects, bytes as hex,
+    NaN and infinities as strings (`_non_finite`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _non_finite(value)
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
     if isinstance(value, bytes):
@@ -97,7 +109,9 @@ def render(value: Any, fmt: Format = "table") -> str:
     """The text printed for a result (no trailing newline)."""
     rows = records(value)
     if fmt == "json":
-        return "\n".join(json.dumps(_plain(r), ensure_ascii=False, default=str) for r in rows)
+        return "\n".join(
+            json.dumps(_plain(r), ensure_ascii=False, default=str, allow_nan=False) for r in rows
+        )
     columns = _columns(rows)
     if fmt == "csv":
         out = io.StringIO()

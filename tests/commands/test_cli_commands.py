@@ -19,7 +19,7 @@ from otel_delta.cli import main
 from otel_delta.commands.waterfall import ERROR_MARK
 from tests.commands.trace_data import TRACE_ID, known_trace, other_spans
 from tests.corpus import logs_request
-from tests.helpers import RunningBridge, make_settings
+from tests.helpers import RunningBridge, ServeProcess, bridge_config, make_settings
 
 pytestmark = pytest.mark.e2e
 
@@ -314,3 +314,54 @@ def test_no_config_and_no_lakehouse_says_where_it_looked(tmp_path: Path) -> None
         f"otel-delta: no deltalake.toml here and no lakehouse at {tmp_path / 'lakehouse'}: "
         "pass --config (the file the bridge runs with)"
     )
+
+
+def strict_json(line: str) -> dict:
+    """One line as a strict JSON parser (jq, JSON.parse, Go) takes it: no NaN or Infinity."""
+
+    def refuse(word: str) -> None:
+        raise ValueError(f"{word} is not JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_query_json_of_nan_and_infinite_values_is_json(tmp_path: Path) -> None:
+    """A gauge point sent as NaN or ±Inf (OTLP carries them; the Python SDK drops them, other
+    senders do not) came out of `query --format json` as the bare words NaN / Infinity: strict
+    parsers refused the line, and jq 1.6 read Infinity as 1.797e308 and NaN as null. They print
+    as OTLP/JSON writes them, nested values (exemplars) too."""
+    import grpc
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+    )
+
+    values = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "1.5": 1.5}
+    request = ExportMetricsServiceRequest()
+    scope = request.resource_metrics.add().scope_metrics.add()
+    gauge = scope.metrics.add(name="ratio").gauge
+    for key, value in values.items():
+        point = gauge.data_points.add(time_unix_nano=1_795_000_000_000_000_000, as_double=value)
+        point.attributes.add(key="v").value.string_value = key
+        point.exemplars.add(time_unix_nano=1_795_000_000_000_000_000, as_double=value)
+    config = bridge_config(tmp_path)
+    serve = ServeProcess(config)
+    try:
+        with grpc.insecure_channel(serve.endpoint) as channel:
+            metrics_service_pb2_grpc.MetricsServiceStub(channel).Export(request, timeout=30)
+    finally:
+        assert serve.stop() == 0  # commits what it holds
+    result = cli(
+        config,
+        "query",
+        "metrics_gauge",
+        "--select",
+        "attributes,value_double,exemplars",
+        "--format",
+        "json",
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [strict_json(line) for line in result.stdout.splitlines()]
+    printed = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity", "1.5": 1.5}
+    assert {r["attributes"]["v"]: r["value_double"] for r in rows} == printed
+    assert {r["attributes"]["v"]: r["exemplars"][0]["value_double"] for r in rows} == printed
