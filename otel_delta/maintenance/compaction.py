@@ -29,6 +29,7 @@ columns, in the format delta-rs writes (otel_delta.engines.data_files).
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections import defaultdict
@@ -54,8 +55,11 @@ from otel_delta.engines.data_files import (
     run_starts,
     stats_columns,
 )
+from otel_delta.errors import describe
 from otel_delta.lakehouse import OPERATION
 from otel_delta.tables.layout import COMPACTION_LEVEL, Layout, parquet_options
+
+log = logging.getLogger(__name__)
 
 ROW_GROUP_ROWS = 128 * 1024  # rows per row group of a compacted file: narrow trace id ranges
 # Input (compressed bytes on disk) of one rewrite. The rows are sorted in memory, and decoded
@@ -353,15 +357,20 @@ def _discard_unless_committed(
 ) -> None:
     """Delete the files of a failed commit, unless the commit did land after all (an answer
     lost on the way back from an object store): the log is read again before deleting, and a
-    file whose fate is unknown is left (unreferenced, it harms nothing)."""
+    file whose fate is unknown is left (unreferenced, it harms nothing, and the next vacuum
+    removes it): said in one line, beside the error being raised, which is the one to report."""
     try:
         delta.update_incremental()
         live = {unquote(c.path) for c in candidates(delta)}
         for relative in written:
             if relative not in live:
                 filesystem.delete_file(relative)
-    except Exception:  # the error being raised is the one to report
-        return
+    except Exception as exc:
+        log.warning(
+            "compaction left %d file(s) its failed commit wrote (vacuum removes them): %s",
+            len(written),
+            describe(exc),
+        )
 
 
 def read_rows(filesystem: pa_fs.FileSystem, path: str, schema: pa.Schema) -> pa.Table:

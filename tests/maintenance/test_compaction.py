@@ -244,6 +244,28 @@ def test_a_concurrent_delete_of_an_input_fails_the_rewrite_and_resurrects_nothin
     assert leftovers == []  # the file of the failed commit is gone
 
 
+def test_files_a_failed_commit_leaves_behind_are_said_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As above, but the clean-up fails too (here, reading the log again): the commit's error is
+    the one raised, and the files left are named in a warning, not passed over."""
+    table = spans_table(tmp_path)
+    fill(table, commits=5)
+    delta = table.delta()
+    groups = compaction.plan(compaction.candidates(delta), older_than_ms=LATER_MS)
+    table.delete(f"span_id = '{0:016x}'")
+
+    def refuse() -> None:
+        raise OSError("injected: the log cannot be read")
+
+    monkeypatch.setattr(delta, "update_incremental", refuse)
+    with caplog.at_level("WARNING"), pytest.raises(Exception, match="concurrent"):
+        compaction.rewrite(delta, groups[0], LAYOUT, OPTIONS)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("compaction left 1 file(s)" in w and "injected" in w for w in warnings), warnings
+    assert row_count(table) == 5 * 50 - 1
+
+
 def test_readers_never_see_a_row_twice_or_miss_one_while_appends_continue(
     tmp_path: Path,
 ) -> None:
