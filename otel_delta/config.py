@@ -129,7 +129,7 @@ class AuthSettings(Section):
         # a header: surrounding whitespace is not part of the token (as the check strips it)
         token = os.environ.get(self.token_env, "").strip()
         if not token:
-            raise ConfigError(f"config error: receiver.auth.token_env: ${self.token_env} is unset")
+            raise ConfigError(f"receiver.auth.token_env: ${self.token_env} is unset")
         return token
 
 
@@ -350,10 +350,8 @@ class ConnectorServiceSettings(Section):
             value = os.environ.get(self.token_env, "").strip()  # as receiver.auth's token
             if value:
                 return value
-            raise ConfigError(
-                f"config error: connector_service.token_env: ${self.token_env} is unset"
-            )
-        raise ConfigError("config error: connector_service: set token or token_env when enabled")
+            raise ConfigError(f"connector_service.token_env: ${self.token_env} is unset")
+        raise ConfigError("connector_service: set token or token_env when enabled")
 
 
 class PrivacySettings(Section):
@@ -369,7 +367,7 @@ class PrivacySettings(Section):
         key = os.environ.get(self.hash_key_env, "")
         if not key:
             raise ConfigError(
-                f"config error: privacy.hash_key_env: ${self.hash_key_env} is unset; hard "
+                f"privacy.hash_key_env: ${self.hash_key_env} is unset; hard "
                 "deletes and redactions need a secret key for their keyed hashes"
             )
         return key.encode()
@@ -532,7 +530,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
     explicit = path is not None
     file = Path(path if explicit else DEFAULT_CONFIG_FILE)
     if explicit and not file.is_file():
-        raise ConfigError(f"config error: {file}: no such file")
+        raise ConfigError(f"{file}: no such file")
     file_settings = type(
         "FileSettings",
         (Settings,),
@@ -541,14 +539,14 @@ def load_settings(path: str | Path | None = None) -> Settings:
     try:
         settings = file_settings()
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config error: {file} is not valid TOML: {exc}") from None
+        raise ConfigError(f"{file} is not valid TOML: {exc}") from None
     except ValidationError as exc:
         first = _describe(exc.errors()[0], file)
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ConfigError(f"config error: {first}{more}") from None
+        raise ConfigError(f"{first}{more}") from None
     except SettingsError as exc:
         named = _not_json_variable()
-        raise ConfigError(f"config error: {named or exc}".splitlines()[0]) from None
+        raise ConfigError(f"{named or exc}".splitlines()[0]) from None
     for key in compatibility_keys_set(settings):
         log.warning("config: %s is accepted for compatibility but has no effect", key)
     return settings

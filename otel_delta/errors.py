@@ -35,7 +35,14 @@ class OtelDeltaError(Exception):
 
 
 class ConfigError(OtelDeltaError):
-    """The configuration file or an environment override is invalid; the message is one line."""
+    """The configuration file or an environment override is invalid, or the bridge cannot use
+    what it names (a port, a directory, a store); the message is one line, beginning with
+    "config error: " and the key, wherever it is raised."""
+
+    PREFIX = "config error: "
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message if message.startswith(self.PREFIX) else self.PREFIX + message)
 
 
 class InvalidRequestError(OtelDeltaError):

@@ -97,12 +97,10 @@ def checkpoint_location(settings: Settings) -> str:
 def check(stream: StreamSettings) -> dict[str, str]:
     """The topics to read (topic → signal); a ConfigError if there is nothing to read."""
     if not stream.bootstrap_servers.strip():
-        raise ConfigError("config error: stream.bootstrap_servers: required by `otel-delta stream`")
+        raise ConfigError("stream.bootstrap_servers: required by `otel-delta stream`")
     topics = stream.topics()
     if not topics:
-        raise ConfigError(
-            "config error: stream: traces_topic, metrics_topic and logs_topic are all empty"
-        )
+        raise ConfigError("stream: traces_topic, metrics_topic and logs_topic are all empty")
     return topics
 
 

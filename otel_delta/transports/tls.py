@@ -19,7 +19,7 @@ def _read(path: str, key: str) -> bytes:
     try:
         return Path(path).read_bytes()
     except OSError as exc:
-        raise ConfigError(f"config error: receiver.tls.{key}: {exc.strerror}: {path}") from None
+        raise ConfigError(f"receiver.tls.{key}: {exc.strerror}: {path}") from None
 
 
 def grpc_credentials(tls: TlsSettings) -> grpc.ServerCredentials:
@@ -43,7 +43,7 @@ def ssl_context(tls: TlsSettings) -> ssl.SSLContext:
         context.load_cert_chain(tls.cert_file, tls.key_file)
     except ssl.SSLError as exc:
         raise ConfigError(
-            f"config error: receiver.tls: cannot use cert_file {tls.cert_file} with key_file "
+            f"receiver.tls: cannot use cert_file {tls.cert_file} with key_file "
             f"{tls.key_file}: {exc.reason or exc}"
         ) from None
     if tls.client_ca_file:
@@ -51,8 +51,6 @@ def ssl_context(tls: TlsSettings) -> ssl.SSLContext:
         try:
             context.load_verify_locations(tls.client_ca_file)
         except ssl.SSLError as exc:
-            raise ConfigError(
-                f"config error: receiver.tls.client_ca_file: {exc.reason or exc}"
-            ) from None
+            raise ConfigError(f"receiver.tls.client_ca_file: {exc.reason or exc}") from None
         context.verify_mode = ssl.CERT_REQUIRED
     return context

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from otel_delta.errors import WalError, WalFullError
+from otel_delta.errors import ConfigError, WalError, WalFullError
 from otel_delta.faults import crash_point
 from otel_delta.metrics import WAL_SYNC_SECONDS, WAL_SYNCS
 from otel_delta.wal.record import Record, header, scan
@@ -120,8 +120,8 @@ class WriteAheadLog:
             self._open()
         except OSError as exc:  # unwritable, full, not a directory: one line, at start
             self._unlock()
-            raise WalError(f"wal.dir: cannot use {self.directory}: {exc}") from None
-        except WalError:
+            raise ConfigError(f"wal.dir: cannot use {self.directory}: {exc}") from None
+        except (WalError, ConfigError):
             self._unlock()
             raise
 
@@ -360,7 +360,7 @@ class WriteAheadLog:
         owner_file = self.directory / OWNER_FILE
         previous = owner_file.read_text().strip() if owner_file.exists() else ""
         if previous and previous != self.owner and holds_records:
-            raise WalError(
+            raise ConfigError(
                 f"wal.dir {self.directory} holds records for the lakehouse {previous}, not "
                 f"{self.owner}: start with that table_path once to commit them, or use "
                 "another wal.dir"

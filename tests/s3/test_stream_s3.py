@@ -89,6 +89,8 @@ def test_stream_started_while_s3_is_down_says_so_in_one_line(tmp_path: Path) -> 
     assert child.returncode == 2, child.stderr[-3000:]
     lines = child.stderr.strip().splitlines()
     assert len(lines) == 1, child.stderr[-3000:]
-    assert lines[0].startswith(f"otel-delta: deltalake.table_path: cannot use {s3.url(LAKE)}: ")
+    assert lines[0].startswith(
+        f"otel-delta: config error: deltalake.table_path: cannot use {s3.url(LAKE)}: "
+    )
     assert "Connection refused" in lines[0]
     assert "\x1b[" not in lines[0]

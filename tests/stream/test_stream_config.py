@@ -74,5 +74,7 @@ def test_admin_endpoint_in_use_is_one_line_before_spark_starts(tmp_path: Path, c
         )
         assert main(["stream", "--once", "--config", str(config)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"otel-delta: stream.admin_endpoint: cannot listen on 127.0.0.1:{port}")
+    assert err.startswith(
+        f"otel-delta: config error: stream.admin_endpoint: cannot listen on 127.0.0.1:{port}"
+    )
     assert "\n" not in err

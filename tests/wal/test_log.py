@@ -131,7 +131,7 @@ def test_one_process_per_directory(tmp_path: Path) -> None:
 def test_an_unusable_directory_is_one_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(WalError, match=r"wal\.dir: cannot use .*file"):
+    with pytest.raises(ConfigError, match=r"wal\.dir: cannot use .*file"):
         new_log(blocker / "wal")
 
 
@@ -161,7 +161,7 @@ def test_a_log_with_records_belongs_to_its_lakehouse(tmp_path: Path) -> None:
         await wal.close()
 
     asyncio.run(scenario())
-    with pytest.raises(WalError, match="holds records for the lakehouse /lake/a, not /lake/b"):
+    with pytest.raises(ConfigError, match="holds records for the lakehouse /lake/a, not /lake/b"):
         new_log(tmp_path, owner="/lake/b")  # type: ignore[arg-type]
     again = new_log(tmp_path, owner="/lake/a")  # type: ignore[arg-type]
     assert [r.payload for r in again.replay()] == [b"rows"]
