@@ -776,8 +776,15 @@ fn walk<'a>(
                     rejected.note(format!("metric {name} has no data points and was dropped"));
                     continue;
                 };
-                metric_number += 1;
                 let data = DataView::read(kind, data)?;
+                if data.points.is_empty() {
+                    // a gauge, sum or histogram of no points: nothing to store, but said, as
+                    // for a metric with no data at all (its name and unit are not kept)
+                    let name = ascii_repr(metric.name).ok_or(Fallback)?;
+                    rejected.note(format!("metric {name} has no data points and was dropped"));
+                    continue;
+                }
+                metric_number += 1;
                 let info = MetricInfo {
                     number: metric_number,
                     name: metric.name,

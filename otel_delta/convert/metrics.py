@@ -378,7 +378,8 @@ def metrics_to_arrow(request: ExportMetricsServiceRequest) -> Converted:
             ctx.enter_scope(scope_metrics.scope, scope_metrics.schema_url)
             for metric in scope_metrics.metrics:
                 data_field = metric.WhichOneof("data")
-                if data_field is None:
+                # no data, or data of no points: nothing to store, said in partial_success
+                if data_field is None or not getattr(metric, data_field).data_points:
                     rejected.note(f"metric {metric.name!r} has no data points and was dropped")
                     continue
                 builders[data_field].append(metric, metrics.add(metric), rejected)

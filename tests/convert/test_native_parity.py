@@ -377,7 +377,10 @@ def random_metric(rng: random.Random) -> metrics_pb2.Metric:
                 point.quantile_values.add(quantile=rng.random(), value=random_double(rng))
     if kind and not rng.randint(0, 6):  # a data field present with no points
         getattr(metric, kind).SetInParent()
-    if metric.WhichOneof("data") is None:
+    data = metric.WhichOneof("data")
+    if data is None or not getattr(metric, data).data_points:
+        # dropped with a note naming it: the native converter quotes ASCII names only, and
+        # declines a request with another (test_a_metric_without_data_and_a_non_ascii_name...)
         metric.name = rng.choice(ASCII_NAMES)
     return metric
 

@@ -134,6 +134,7 @@ def test_invalid_log_records_and_data_points_are_counted(bridge, lakehouse) -> N
                                     ),
                                 ),
                                 metrics_pb2.Metric(name="no data"),
+                                metrics_pb2.Metric(name="no points", sum=metrics_pb2.Sum()),
                             ]
                         )
                     ]
@@ -143,6 +144,7 @@ def test_invalid_log_records_and_data_points_are_counted(bridge, lakehouse) -> N
     )
     assert response.partial_success.rejected_data_points == 1
     assert "'no data' has no data points" in response.partial_success.error_message
+    assert "'no points' has no data points" in response.partial_success.error_message
     assert read_table(lakehouse, "metrics_gauge")["value_int"].to_pylist() == [1]
 
 
