@@ -53,8 +53,10 @@ from otel_delta.errors import (
     InvalidQueryError,
     OperationDisabledError,
     SchemaMismatchError,
+    StoreUnavailableError,
     TableNotFoundError,
     VersionNotFoundError,
+    describe,
 )
 from otel_delta.lakehouse import CHANGE_DATA_FEED, METRICS_PREFIX
 from otel_delta.privacy import keyed_hash
@@ -93,11 +95,16 @@ class Table:
         return self.connector.config.deltalake
 
     def delta(self, version: int | None = None) -> DeltaTable:
-        """A fresh delta-rs handle on the latest (or the given) version."""
+        """A fresh delta-rs handle on the latest (or the given) version. Every operation
+        starts from one, so a store that went down after the table was opened is named here,
+        as `DeltaLakeConnector.table` names it: StoreUnavailableError, not delta-rs's OSError
+        ("Kernel error -> Generic S3 error")."""
         try:
             handle = DeltaTable(self.uri, storage_options=self.connector.storage_options)
         except DeltaTableNotFound:
             raise TableNotFoundError(self.name, self.uri) from None
+        except OSError as exc:
+            raise StoreUnavailableError(self.name, self.uri, describe(exc)) from None
         if version is not None:
             try:
                 handle.load_as_version(version)

@@ -142,6 +142,27 @@ def test_a_store_that_is_down_is_named_with_its_cause(tmp_path: Path) -> None:
     assert "Connection refused" in lines[0] and "\x1b[" not in lines[0]
 
 
+def test_a_store_that_goes_down_after_the_table_is_open_is_named_too(tmp_path: Path) -> None:
+    """A table opened, then the store down: each operation says so with our error (the
+    ConnectorService's UNAVAILABLE, the CLI's exit code 1), as opening it does, where delta-rs
+    raised OSError "Kernel error -> Generic S3 error"; nothing is changed."""
+    with versitygw(tmp_path / "s3") as s3:
+        spans = s3_lake(s3, "delta-rs").table("spans")
+        operations = {
+            "version": spans.version,
+            "history": lambda: spans.history(2),
+            "query": lambda: spans.query().filter("service_name = 'cart'").to_arrow(),
+            "delete": lambda: spans.delete("name = 'x'"),
+            "trace": lambda: spans.trace("0" * 32),
+        }
+        with s3.down():
+            for name, operation in operations.items():
+                with pytest.raises(StoreUnavailableError, match="Generic S3 error"):
+                    operation()
+                    pytest.fail(f"{name} succeeded with the store down")
+        assert stored(s3).num_rows == data.TOTAL_SPANS
+
+
 def test_upsert_and_bulk_insert(spans: Table, s3: S3Server, engine: str) -> None:
     start = spans.version()
     where = f"service_name = 'cart' AND date = '{SECOND_DAY}'"
