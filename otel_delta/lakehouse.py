@@ -2,7 +2,9 @@
 
 Where the tables live (root URI and object-store options), how they are partitioned, how their
 Parquet is encoded and their commits retried, how a table is created (schema, partitioning,
-description, properties) and checked, and how a SparkSession for them is built. The receiver
+description, properties) and checked, the bookkeeping tables beside them (dead letters, the
+audit, the backfill's ledger) and their appends that happen once, and how a SparkSession for
+them is built. The receiver
 side, the engines, the connector, maintenance and backfill all take a `Lakehouse`; this module
 imports nothing of theirs.
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake import (
     ColumnProperties,
@@ -23,6 +26,7 @@ from deltalake import (
     PostCommitHookProperties,
     Transaction,
     WriterProperties,
+    write_deltalake,
 )
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
@@ -36,6 +40,7 @@ from otel_delta.errors import (
 )
 from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES, Layout
 from otel_delta.tables.layout import INGEST_LEVEL, column_encodings
+from otel_delta.tables.schemas import BOOKKEEPING_TABLES
 from otel_delta.tables.versions import SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 
 if TYPE_CHECKING:
@@ -119,6 +124,52 @@ def column_properties(layout: Layout, *, clustered: bool = False) -> dict[str, C
 
 def table_uri(root: str, name: str) -> str:
     return f"{root.rstrip('/')}/{name}"
+
+
+def holds_transaction(table: DeltaTable, app_transaction: Transaction) -> bool:
+    """Does the table already hold this transaction (at its version or a later one)?"""
+    version = table.transaction_version(app_transaction.app_id)
+    return version is not None and version >= app_transaction.version
+
+
+def bookkeeping_table(root: str, name: str, storage: dict[str, str] | None = None) -> str:
+    """The URI of the bookkeeping table `name` under `root` (BOOKKEEPING_TABLES), created if
+    absent: unpartitioned, with its description, whichever writer (the bridge, backfill, the
+    stream, the connector) comes first; at the same moment, the other's is kept."""
+    schema, description = BOOKKEEPING_TABLES[name]
+    uri = table_uri(root, name)
+    DeltaTable.create(
+        uri,
+        schema,
+        mode="ignore",
+        name=name,
+        description=description,
+        storage_options=storage or None,
+    )
+    return uri
+
+
+def append_once(
+    root: str,
+    name: str,
+    rows: pa.Table,
+    transaction: Transaction,
+    storage: dict[str, str] | None = None,
+) -> bool:
+    """Append `rows` to the bookkeeping table `name` in a commit carrying `transaction`,
+    unless the table holds it already (the append ran before a crash, and is being run
+    again); True if written."""
+    uri = bookkeeping_table(root, name, storage)
+    if holds_transaction(DeltaTable(uri, storage_options=storage or None), transaction):
+        return False
+    write_deltalake(
+        uri,
+        rows,
+        mode="append",
+        storage_options=storage or None,
+        commit_properties=CommitProperties(app_transactions=[transaction]),
+    )
+    return True
 
 
 @dataclass(frozen=True)
@@ -316,6 +367,10 @@ class Lakehouse:
             except OSError as exc:
                 if not passes_left:
                     raise CommitError(f"cannot remove {uri}: {describe(exc)}") from None
+
+    def bookkeeping_table(self, name: str) -> str:
+        """The URI of the bookkeeping table `name` (module function `bookkeeping_table`)."""
+        return bookkeeping_table(self.root, name, self.storage)
 
     def create_table(self, name: str) -> DeltaTable:
         """The telemetry table `name`, created if absent, checked to be one we can write.

@@ -172,7 +172,7 @@ def run_spark(
     try:
         for name, rows in per_table.items():
             if name == ledger.DEAD_LETTER_TABLE:
-                uri = ledger.ensure_aux_table(lakehouse.root, name, lakehouse.storage)
+                uri = lakehouse.bookkeeping_table(name)
                 engine.save(name, uri, rows_of(name, ~F.col("file_sha256").isin(unloaded)), txn)
                 continue
             loaded.rows[name] = rows
@@ -182,7 +182,7 @@ def run_spark(
             engine.append_frame(name, rows_of(name), txn)
         if unloaded_new:
             name = ledger.DEAD_LETTER_TABLE
-            uri = ledger.ensure_aux_table(lakehouse.root, name, lakehouse.storage)
+            uri = lakehouse.bookkeeping_table(name)
             engine.save(name, uri, rows_of(name, F.col("file_sha256").isin(unloaded_new)))
     finally:
         spark.conf.set(batch_conf, previous_batch)

@@ -19,24 +19,14 @@ import hashlib
 from datetime import UTC, datetime
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
-from otel_delta.engines.delta_rs import holds_transaction
-from otel_delta.lakehouse import table_uri
-from otel_delta.tables.schemas import (
-    BACKFILL_FILES,
-    DEAD_LETTER_DESCRIPTION,
-    DEAD_LETTER_TABLE,
-    DEAD_LETTERS,
-)
+from otel_delta.lakehouse import append_once as append_once_to
+from otel_delta.lakehouse import bookkeeping_table, holds_transaction, table_uri
+from otel_delta.tables.schemas import BACKFILL_FILES, DEAD_LETTER_TABLE, LEDGER_TABLE
 
-LEDGER_TABLE = "_backfill_files"
-AUX_SCHEMAS = {LEDGER_TABLE: BACKFILL_FILES, DEAD_LETTER_TABLE: DEAD_LETTERS}
-AUX_DESCRIPTIONS = {
-    LEDGER_TABLE: f"otel-delta backfill bookkeeping: {LEDGER_TABLE}",
-    DEAD_LETTER_TABLE: DEAD_LETTER_DESCRIPTION,
-}
+__all__ = ["DEAD_LETTER_TABLE", "LEDGER_TABLE"]  # the tables this module keeps
 TXN_VERSION = 1
 
 
@@ -46,19 +36,6 @@ def batch_id(hashes: list[str]) -> str:
 
 def app_id(batch: str) -> str:
     return f"otel-delta-backfill-{batch}"
-
-
-def ensure_aux_table(root: str, name: str, storage: dict[str, str] | None = None) -> str:
-    uri = table_uri(root, name)
-    DeltaTable.create(
-        uri,
-        AUX_SCHEMAS[name],
-        mode="ignore",
-        name=name,
-        description=AUX_DESCRIPTIONS[name],
-        storage_options=storage or None,
-    )
-    return uri
 
 
 def loaded_hashes(root: str, storage: dict[str, str] | None = None) -> set[str]:
@@ -89,17 +66,7 @@ def append_once(
     """
     if data.num_rows == 0:
         return False
-    uri = ensure_aux_table(root, name, storage)
-    if committed(uri, app, storage):
-        return False
-    write_deltalake(
-        uri,
-        data,
-        mode="append",
-        storage_options=storage or None,
-        commit_properties=CommitProperties(app_transactions=[Transaction(app, TXN_VERSION)]),
-    )
-    return True
+    return append_once_to(root, name, data, Transaction(app, TXN_VERSION), storage)
 
 
 def dead_letters_written(
@@ -129,7 +96,7 @@ def append_dead_letters_of_unloaded(
     if not new:
         return 0
     data = pa.concat_tables(new)
-    uri = ensure_aux_table(root, DEAD_LETTER_TABLE, storage)
+    uri = bookkeeping_table(root, DEAD_LETTER_TABLE, storage)
     write_deltalake(uri, data, mode="append", storage_options=storage or None)
     return data.num_rows
 

@@ -33,18 +33,9 @@ class AuditRecord:
 
 def append(lakehouse: Lakehouse, record: AuditRecord) -> None:
     """Append the record (the table is created on first use, unpartitioned)."""
-    uri = lakehouse.uri(AUDIT_TABLE)
-    DeltaTable.create(
-        uri,
-        AUDIT,
-        mode="ignore",
-        name=AUDIT_TABLE,
-        description="otel-delta: hard deletes and redactions",
-        storage_options=lakehouse.storage,
-    )
     row = {"at": datetime.now(UTC), **asdict(record)}
     write_deltalake(
-        uri,
+        lakehouse.bookkeeping_table(AUDIT_TABLE),
         pa.Table.from_pylist([row], schema=AUDIT),
         mode="append",
         storage_options=lakehouse.storage,

@@ -37,7 +37,7 @@ from otel_delta.engines.data_files import (
 )
 from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError, describe
-from otel_delta.lakehouse import COMMIT_ID, Lakehouse
+from otel_delta.lakehouse import COMMIT_ID, Lakehouse, holds_transaction
 from otel_delta.priority import background_threads
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
@@ -70,12 +70,6 @@ def committed_version(
     if version is None:
         raise CommitError(f"commit {commit_id} is not in the log after version {read_version}")
     return version
-
-
-def holds_transaction(table: DeltaTable, app_transaction: Transaction) -> bool:
-    """Does the table already hold this transaction (at its version or a later one)?"""
-    version = table.transaction_version(app_transaction.app_id)
-    return version is not None and version >= app_transaction.version
 
 
 class DeltaRsEngine:

@@ -17,14 +17,13 @@ import logging
 from datetime import UTC, datetime
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import Transaction
 
-from otel_delta.engines.delta_rs import holds_transaction
 from otel_delta.errors import RowsRejectedError
-from otel_delta.lakehouse import Lakehouse
+from otel_delta.lakehouse import Lakehouse, append_once
 from otel_delta.metrics import DEAD_LETTERS as DEAD_LETTER_COUNT
 from otel_delta.pipeline.body import inflate_logged
-from otel_delta.tables.schemas import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_TABLE, DEAD_LETTERS
+from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
 from otel_delta.wal import WriteAheadLog
 
 log = logging.getLogger(__name__)
@@ -34,19 +33,10 @@ class DeadLetters:
     def __init__(self, lakehouse: Lakehouse, wal: WriteAheadLog) -> None:
         self.lakehouse = lakehouse
         self.wal = wal
-        self.uri = lakehouse.uri(DEAD_LETTER_TABLE)
         self.app_id = f"{wal.app_id}-dead-letters"
 
     def write(self, table: str, position: int, error: RowsRejectedError) -> None:
         """Store the request logged at `position` as a dead letter; durable on return."""
-        txn = Transaction(self.app_id, position)
-        DeltaTable.create(
-            self.uri, DEAD_LETTERS, mode="ignore", name=DEAD_LETTER_TABLE,
-            description=DEAD_LETTER_DESCRIPTION, storage_options=self.lakehouse.storage,
-        )  # fmt: skip
-        existing = DeltaTable(self.uri, storage_options=self.lakehouse.storage)
-        if holds_transaction(existing, txn):
-            return  # written before a crash: the record was replayed
         record = self.wal.read(position)
         row = {
             "file": f"wal:{self.wal.app_id}",
@@ -57,12 +47,15 @@ class DeadLetters:
             "raw": inflate_logged(record.payload, record.encoding),  # protobuf, as backfill's
             "loaded_at": datetime.now(UTC),
         }
-        write_deltalake(
-            existing,
+        written = append_once(
+            self.lakehouse.root,
+            DEAD_LETTER_TABLE,
             pa.Table.from_pylist([row], schema=DEAD_LETTERS),
-            mode="append",
-            commit_properties=CommitProperties(app_transactions=[txn]),
+            Transaction(self.app_id, position),
+            self.lakehouse.storage,
         )
+        if not written:
+            return  # written before a crash: the record was replayed
         DEAD_LETTER_COUNT.labels(table).inc()
         log.warning(
             "the request logged at %d went to %s: %s refused its rows", position,

@@ -29,14 +29,12 @@ from deltalake import DeltaTable, Transaction
 from deltalake.exceptions import TableNotFoundError
 
 from otel_delta.admin import AdminThread
-from otel_delta.backfill import ledger
 from otel_delta.config import AdminSettings, Settings, StreamSettings
 from otel_delta.engines.data_files import DataFile, added, not_appendable, stats_columns
-from otel_delta.engines.delta_rs import holds_transaction
 from otel_delta.engines.spark import spark_schema
 from otel_delta.errors import CommitError, ConfigError, StreamFailedError, describe, first_line
 from otel_delta.faults import crash_point
-from otel_delta.lakehouse import STATS_COLUMNS, Lakehouse, table_uri
+from otel_delta.lakehouse import STATS_COLUMNS, Lakehouse, holds_transaction, table_uri
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.stream.convert import MESSAGE_COLUMNS, STATS, WRITTEN, FileTarget, convert_task
 from otel_delta.stream.progress import StreamStatus
@@ -211,7 +209,7 @@ class BatchWriter:
         holds the batch's transaction (the batch is being re-run after a crash)."""
         lakehouse = self.lakehouse
         if name == DEAD_LETTER_TABLE:
-            uri = ledger.ensure_aux_table(lakehouse.root, name, lakehouse.storage)
+            uri = lakehouse.bookkeeping_table(name)
             delta = DeltaTable(uri, storage_options=lakehouse.storage)
         else:
             delta = lakehouse.create_table(name)

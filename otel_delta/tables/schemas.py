@@ -246,6 +246,8 @@ AUDIT = pa.schema(
         pa.field("version_after", INT64),  # the table's version once the data is gone
     ]
 )
+# The backfill's ledger: one row per file loaded, keyed by the SHA-256 of its bytes
+LEDGER_TABLE = "_backfill_files"
 BACKFILL_FILES = pa.schema(
     [
         pa.field("file_sha256", STRING),
@@ -258,3 +260,9 @@ BACKFILL_FILES = pa.schema(
         pa.field("loaded_at", TIMESTAMP),
     ]
 )
+# every bookkeeping table: its schema and Delta description, whichever writer creates it
+BOOKKEEPING_TABLES: dict[str, tuple[pa.Schema, str]] = {
+    DEAD_LETTER_TABLE: (DEAD_LETTERS, DEAD_LETTER_DESCRIPTION),
+    AUDIT_TABLE: (AUDIT, "otel-delta: hard deletes and redactions"),
+    LEDGER_TABLE: (BACKFILL_FILES, f"otel-delta backfill bookkeeping: {LEDGER_TABLE}"),
+}
