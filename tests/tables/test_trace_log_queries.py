@@ -1,8 +1,9 @@
 """docs/queries.md's queries — latency and errors per operation, the slowest traces, the
-service dependency map, a trace's logs beside its spans, searching log bodies, finding a trace
-by an attribute — run as written (the lake's path, the window and the trace id put in) on
-Spark, against spans and logs the OpenTelemetry SDK exported to `otel-delta serve` over
-OTLP/gRPC and OTLP/HTTP, and checked against the requests the SDK's exporters encoded."""
+service dependency map, exceptions by type, a trace's logs beside its spans, searching log
+bodies, finding a trace by an attribute — run as written (the lake's path, the window and the
+trace id put in) on Spark, against spans and logs the OpenTelemetry SDK exported to
+`otel-delta serve` over OTLP/gRPC and OTLP/HTTP, and checked against the requests the SDK's
+exporters encoded."""
 
 from __future__ import annotations
 
@@ -360,6 +361,24 @@ def test_service_dependency_map(spark, sent: Sent) -> None:
             and parent["service"] == row.caller
         ]
         assert row.p95_ms == pytest.approx(percentile(durations, 0.95) / 1e6)
+
+
+def test_exceptions_by_type(spark, sent: Sent) -> None:
+    rows = spark.sql(doc_query("Exceptions by type", sent)).collect()
+    events = [
+        (s, event)
+        for s in window_spans(sent)
+        for event in s["span"].events
+        if event.name == "exception"
+    ]
+    assert events
+    (row,) = rows
+    assert (row.service_name, row.exception_type) == ("payments", "PermissionError")
+    assert row.exceptions == len(events)
+    assert row.traces == len({s["span"].trace_id for s, _ in events})
+    last, event = max(events, key=lambda pair: pair[1].time_unix_nano)
+    message = {kv.key: kv.value.string_value for kv in event.attributes}["exception.message"]
+    assert (row.last_message, row.last_trace_id) == (message, hex_id(last["span"].trace_id))
 
 
 def test_logs_of_a_trace_with_their_spans(spark, sent: Sent) -> None:
