@@ -41,6 +41,10 @@ def _query_args(p: argparse.ArgumentParser) -> None:
     _table(p)
     p.add_argument("--where", help="SQL-like condition, e.g. \"service_name = 'api'\"")
     p.add_argument("--select", help="comma-separated columns")
+    p.add_argument(
+        "--order-by",
+        help='comma-separated columns, each with DESC for descending, e.g. "time DESC"',
+    )
     p.add_argument("--limit", type=int, default=100, help="rows to print (default 100; 0 = all)")
     travel = p.add_mutually_exclusive_group()
     travel.add_argument("--version", type=int, help="time travel to this table version")

@@ -34,6 +34,8 @@ def query(connector: Any, args: argparse.Namespace) -> Any:
         q = q.filter(args.where)
     if args.select:
         q = q.select([c.strip() for c in args.select.split(",") if c.strip()])
+    if args.order_by:
+        q = q.order_by(*(c.strip() for c in args.order_by.split(",") if c.strip()))
     if args.limit:
         q = q.limit(args.limit)
     if args.version is not None:

@@ -9,7 +9,8 @@ Grammar (keywords case-insensitive):
     and_expr  := not_expr (AND not_expr)*
     not_expr  := NOT not_expr | '(' expr ')' | condition
     condition := operand (cmp operand | [NOT] IN '(' literal, ... ')' | IS [NOT] NULL
-                 | [NOT] BETWEEN literal AND literal | [NOT] LIKE 'pattern') | bool_column
+                 | [NOT] BETWEEN literal AND literal | [NOT] LIKE 'pattern'
+                 | [NOT] ILIKE 'pattern') | bool_column
     operand   := column ['[' 'key' ']'] | literal
     literal   := 'string' | number | TRUE | FALSE | DATE 'yyyy-mm-dd' | TIMESTAMP 'iso'
 """
@@ -82,6 +83,7 @@ class Like:
     column: Column
     pattern: str
     negated: bool
+    ignore_case: bool = False  # ILIKE: letters match whatever their case (a log search)
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ KEYWORDS = {
     "NULL",
     "BETWEEN",
     "LIKE",
+    "ILIKE",
     "TRUE",
     "FALSE",
 }
@@ -263,13 +266,15 @@ class _Parser:
             self.expect("keyword", "AND")
             high = self.coerce(self.literal(), column, math.floor)
             return Between(column, low, high, negated)
-        if self.accept("keyword", "LIKE"):
+        like = self.accept("keyword", "LIKE") or self.accept("keyword", "ILIKE")
+        if like:
+            word = like.text.upper()
             if not pa.types.is_string(column.type):
-                raise self.error(f"LIKE needs a string column, {column.name} is {column.type}")
+                raise self.error(f"{word} needs a string column, {column.name} is {column.type}")
             pattern = self.literal()
             if not isinstance(pattern, str):
-                raise self.error("LIKE needs a string pattern")
-            return Like(column, pattern, negated)
+                raise self.error(f"{word} needs a string pattern")
+            return Like(column, pattern, negated, ignore_case=word == "ILIKE")
         if not negated and self.accept("keyword", "IS"):
             is_not = bool(self.accept("keyword", "NOT"))
             self.expect("keyword", "NULL")
@@ -588,7 +593,8 @@ def _sql(node: Node, dialect: Dialect, alias: str | None) -> str:
         low = sql_literal(node.low.value, dialect, node.low.type)
         high = sql_literal(node.high.value, dialect, node.high.type)
         return f"({column} {negation}BETWEEN {low} AND {high})"
-    return f"({column} {negation}LIKE {quote_string(node.pattern, dialect)})"
+    word = "ILIKE" if node.ignore_case else "LIKE"
+    return f"({column} {negation}{word} {quote_string(node.pattern, dialect)})"
 
 
 def _arrow_column(column: Column) -> pc.Expression:
@@ -633,12 +639,13 @@ def _arrow(node: Node) -> pc.Expression:
     if isinstance(node, Between):
         inside = (column >= _scalar(node.low)) & (column <= _scalar(node.high))
         return ~inside if node.negated else inside
-    matched = pc.match_like(column, node.pattern)
+    matched = pc.match_like(column, node.pattern, ignore_case=node.ignore_case)
     return ~matched if node.negated else matched
 
 
-def like_regex(pattern: str) -> re.Pattern[str]:
-    """SQL LIKE (`%`, `_`, backslash escape) as a Python regex, for partition values."""
+def like_regex(pattern: str, ignore_case: bool = False) -> re.Pattern[str]:
+    """SQL LIKE (`%`, `_`, backslash escape) as a Python regex, for partition values; ILIKE
+    with `ignore_case`."""
     out = []
     chars = iter(pattern)
     for char in chars:
@@ -650,4 +657,4 @@ def like_regex(pattern: str) -> re.Pattern[str]:
             out.append(".")
         else:
             out.append(re.escape(char))
-    return re.compile("".join(out), re.DOTALL)
+    return re.compile("".join(out), re.DOTALL | (re.IGNORECASE if ignore_case else 0))

@@ -114,7 +114,7 @@ def _truth(node: Node, values: dict[str, Any]) -> Any:
         inside = _compare(">=", value, node.low.value) and _compare("<=", value, node.high.value)
         return not inside if node.negated else inside
     assert isinstance(node, Like)
-    matched = like_regex(node.pattern).fullmatch(str(value)) is not None
+    matched = like_regex(node.pattern, node.ignore_case).fullmatch(str(value)) is not None
     return not matched if node.negated else matched
 
 
@@ -165,7 +165,7 @@ def may_match(node: Node, stats: FileStats) -> bool:
         if node.negated:
             return True
         return high >= node.low.value and low <= node.high.value
-    if isinstance(node, Like) and not node.negated:
+    if isinstance(node, Like) and not node.negated and not node.ignore_case:
         prefix = _like_prefix(node.pattern)
         if prefix:
             return high >= prefix and low[: len(prefix)] <= prefix

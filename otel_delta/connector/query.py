@@ -52,6 +52,7 @@ class Query:
         self._version: int | None = None
         self._as_of: datetime | None = None
         self._order_by: list[str] = []
+        self._order: list[str] = []  # "ascending" / "descending", one per order_by column
         self._schema: pa.Schema | None = None
 
     @property
@@ -81,9 +82,22 @@ class Query:
         return self
 
     def order_by(self, *columns: str) -> Query:
-        """Sort ascending by these columns (applied after filtering, before limit)."""
-        self._check_columns(list(columns), "order_by")
-        self._order_by = list(columns)
+        """Sort by these columns, each ascending unless written `"<column> DESC"` (as in SQL:
+        `order_by("time DESC")` for the newest first), applied after filtering, before limit.
+        NULLs come last either way."""
+        names: list[str] = []
+        order: list[str] = []
+        for spec in columns:
+            words = str(spec).split()
+            direction = words[-1].upper() if len(words) == 2 else "ASC"
+            if not words or len(words) > 2 or direction not in ("ASC", "DESC"):
+                raise InvalidQueryError(
+                    f"order_by: {spec!r} is not '<column>', '<column> ASC' or '<column> DESC'"
+                )
+            names.append(words[0])
+            order.append("descending" if direction == "DESC" else "ascending")
+        self._check_columns(names, "order_by")
+        self._order_by, self._order = names, order
         return self
 
     def version(self, n: int) -> Query:
@@ -244,7 +258,7 @@ class Query:
         scanned_schema = pa.schema([self._table_schema.field(c) for c in self._scan_columns()])
         if self._order_by:
             table = pa.Table.from_batches(list(batches), schema=scanned_schema)
-            table = table.sort_by([(c, "ascending") for c in self._order_by])
+            table = table.sort_by(list(zip(self._order_by, self._order, strict=True)))
             if self._limit is not None:
                 table = table.slice(0, self._limit)
             table = table.select(self._result_columns())

@@ -87,6 +87,21 @@ def test_query_where_select_limit_and_time_travel(lake, capsys) -> None:
     assert lines[0].startswith("service_name") and len(lines) == 2 + 3
 
 
+def test_query_newest_first_and_a_search_whatever_the_case(lake, capsys) -> None:
+    """What an SRE asks from the command line: the last rows first (`--order-by "... DESC"`),
+    and names matched whatever their case (ILIKE)."""
+    _, config = lake
+    args = ["query", "spans", "--config", str(config), "--format", "json", "--select", "name"]
+    where = "service_name = 'noise' AND name ILIKE 'OP%'"
+    code, out, _ = run(capsys, *args, "--where", where, "--order-by", "name DESC")
+    names = [json.loads(line)["name"] for line in out.splitlines()]
+    assert code == 0 and names == sorted((f"op{i}" for i in range(10)), reverse=True)
+    code, out, _ = run(capsys, *args, "--where", "name LIKE 'OP%'")
+    assert code == 0 and out.strip() == ""  # LIKE keeps the case
+    code, _, err = run(capsys, *args, "--order-by", "name sideways")
+    assert code == 2 and "DESC" in err
+
+
 def test_bad_input_is_one_line_exit_2(lake, capsys) -> None:
     _, config = lake
     for argv, needle in [

@@ -31,6 +31,8 @@ def stats(service: str | None = "cart", **columns) -> FileStats:
         ("service_name IN ('a', 'cart')", True),
         ("service_name NOT IN ('a', 'cart')", False),
         ("service_name LIKE 'ca%'", True),
+        ("service_name LIKE 'CA%'", False),
+        ("service_name ILIKE 'CA%'", True),
         ("date BETWEEN '2024-11-01' AND '2024-11-18'", False),
         ("NOT (service_name = 'search')", True),
         ("service_name = 'cart' AND duration_ns > 5", None),
@@ -68,6 +70,8 @@ def test_null_partition_follows_sql_three_valued_logic() -> None:
         ("trace_id = 'ab'", False),
         ("name LIKE 'zz%'", False),
         ("name LIKE 'b%'", True),
+        ("name LIKE 'B%'", False),  # below "apple" as bytes
+        ("name ILIKE 'B%'", True),  # no prefix to prune by: "banana" may be there
         ("NOT (duration_ns = 500)", True),
         ("attributes['k'] = 'v'", True),
         ("kind = 'x'", True),  # no statistics: must read

@@ -40,6 +40,36 @@ def test_filter_select_limit_order(spans) -> None:
     assert starts[0] == data.day_nanos(data.DAYS[0])  # the earliest span of that partition
 
 
+def test_order_by_descending_gives_the_newest_first_and_mixes_directions(spans) -> None:
+    """`"<column> DESC"`, as in SQL: the last spans of a partition, newest first; a column of
+    each direction; a direction that is not one is refused at the call."""
+    query = spans.query().filter("service_name = 'cart' AND date = '2024-11-19'")
+    everything = query.select(["name", "start_time_unix_nano"]).to_pylist()
+    newest = (
+        spans.query()
+        .filter("service_name = 'cart' AND date = '2024-11-19'")
+        .select(["name", "start_time_unix_nano"])
+        .order_by("start_time_unix_nano desc")
+        .limit(5)
+        .to_pylist()
+    )
+    expected = sorted(everything, key=lambda r: r["start_time_unix_nano"], reverse=True)[:5]
+    assert [r["start_time_unix_nano"] for r in newest] == [
+        r["start_time_unix_nano"] for r in expected
+    ]
+    mixed = (
+        spans.query()
+        .filter("service_name = 'cart' AND date = '2024-11-19'")
+        .select(["name", "start_time_unix_nano"])
+        .order_by("name", "start_time_unix_nano DESC")
+        .to_pylist()
+    )
+    keys = [(r["name"], -r["start_time_unix_nano"]) for r in mixed]
+    assert keys == sorted(keys) and len(keys) == len(everything) > 5
+    with pytest.raises(InvalidQueryError, match="DESC"):
+        spans.query().order_by("start_time_unix_nano DOWN")
+
+
 def test_results_match_a_plain_read(spans, lake_path) -> None:
     everything = read_table(lake_path, "spans")
     expected = everything.filter(

@@ -108,6 +108,7 @@ def test_spark_dialect_renders_what_spark_parses(spark, twins) -> None:
         "attributes['tenant'] = 't1'",
         "kind NOT IN ('SPAN_KIND_SERVER') AND parent_span_id IS NOT NULL",
         "duration_ns BETWEEN 1000000 AND 2000000 OR name LIKE 'cart%'",
+        "name ILIKE 'CART%' OR name NOT ILIKE '%OP2'",
         "date >= '2024-11-20'",
     ):
         predicate = parse_predicate(text, schema)
