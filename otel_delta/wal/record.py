@@ -13,7 +13,7 @@
 Logs written before the flags were used hold 0 there, and read as plain protobuf. A record with
 a reserved value comes from a newer otel-delta: it is refused with WalError, never skipped
 (skipping would drop an acknowledged request and every record after it). Values 4 and 5 came
-on 2026-11-28; the builds of 27 November and later refuse them so.
+on 2026-11-28; the builds of 26 November and later refuse them so.
 
 Little-endian. A record that is short, has another magic, or fails its CRC ends the readable
 log: after a crash that is the torn tail of a write that was never fsync'd (never answered).
