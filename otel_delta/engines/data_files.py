@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
-from deltalake.transaction import AddAction
+from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
+from deltalake.transaction import AddAction, RemoveAction
 
 from otel_delta.lakehouse import STATS_COLUMNS
 from otel_delta.tables.dictionary_types import has_dictionary
@@ -67,6 +67,25 @@ class DataFile:
             data_change=data_change,
             stats=self.stats,
         )
+
+
+def commit_actions(
+    delta: DeltaTable,
+    actions: Sequence[AddAction | RemoveAction],
+    properties: CommitProperties,
+    hooks: PostCommitHookProperties | None = None,
+) -> None:
+    """One commit of these actions (the Add actions of files written here, and for a
+    compaction the Remove actions of the files they replace), in the table's schema and
+    partitioning: the bridge's appends, the stream's batches and compaction commit so."""
+    delta.create_write_transaction(
+        list(actions),
+        mode="append",
+        schema=delta.schema(),
+        partition_by=list(delta.metadata().partition_columns) or None,
+        commit_properties=properties,
+        post_commithook_properties=hooks,
+    )
 
 
 def added(files: Sequence[DataFile]) -> dict[str, int]:

@@ -28,6 +28,7 @@ from otel_delta.engines.base import rows_rejected
 from otel_delta.engines.commit_log import log_entry, own_commit
 from otel_delta.engines.data_files import (
     added,
+    commit_actions,
     local_filesystem,
     not_appendable,
     plain_parquet,
@@ -249,18 +250,16 @@ class DeltaRsEngine:
         now_ms = int(time.time() * 1000)
         read_version = table.version()
         commit_id = uuid.uuid4().hex
-        table.create_write_transaction(
+        commit_actions(
+            table,
             [f.add_action(now_ms) for f in files],
-            mode="append",
-            schema=table.schema(),
-            partition_by=partition_by or None,
-            commit_properties=lake.commit_properties(
+            lake.commit_properties(
                 app_transaction,
                 metrics=added(files),
                 read_version=read_version,
                 commit_id=commit_id,
             ),
-            post_commithook_properties=self.lakehouse.append_hooks(),
+            self.lakehouse.append_hooks(),
         )
         # committed: from here on nothing may raise an error that would append the rows again
         version = committed_version(

@@ -48,6 +48,7 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from otel_delta.engines.data_files import (
     DataFile,
+    commit_actions,
     footer_stats,
     local_filesystem,
     partition_text,
@@ -337,12 +338,10 @@ def commit_swap(
         for f in inputs
     ]
     try:
-        delta.create_write_transaction(
+        commit_actions(
+            delta,
             [*removes, *outputs],
-            mode="append",
-            schema=delta.schema(),
-            partition_by=list(delta.metadata().partition_columns) or None,
-            commit_properties=CommitProperties(
+            CommitProperties(
                 max_commit_retries=options.max_commit_retries,
                 custom_metadata={OPERATION: "compaction"},
             ),

@@ -30,7 +30,13 @@ from deltalake.exceptions import TableNotFoundError
 
 from otel_delta.admin import AdminThread
 from otel_delta.config import AdminSettings, Settings, StreamSettings
-from otel_delta.engines.data_files import DataFile, added, not_appendable, stats_columns
+from otel_delta.engines.data_files import (
+    DataFile,
+    added,
+    commit_actions,
+    not_appendable,
+    stats_columns,
+)
 from otel_delta.engines.spark import spark_schema
 from otel_delta.errors import CommitError, ConfigError, StreamFailedError, describe, first_line
 from otel_delta.faults import crash_point
@@ -230,12 +236,10 @@ class BatchWriter:
             for row in rows
         ]
         try:
-            delta.create_write_transaction(
+            commit_actions(
+                delta,
                 [f.add_action(now_ms) for f in files],
-                mode="append",
-                schema=delta.schema(),
-                partition_by=list(delta.metadata().partition_columns) or None,
-                commit_properties=lakehouse.commit_properties(txn, STREAM_OPERATION, added(files)),
+                lakehouse.commit_properties(txn, STREAM_OPERATION, added(files)),
             )
         except Exception as exc:
             raise CommitError(f"commit to {name} failed: {describe(exc)}") from exc
