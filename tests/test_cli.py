@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import resource
 import signal
 import socket
@@ -44,23 +43,6 @@ def run_serve(config: Path) -> subprocess.CompletedProcess:
     return subprocess.run(serve_command(config), capture_output=True, text=True, timeout=60)
 
 
-def start_serve(config: Path) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen(
-        serve_command(config),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-        if match:
-            return proc, int(match.group(1))
-    proc.kill()
-    raise AssertionError("serve did not log its endpoint")
-
-
 def one_span_request(i: int) -> ExportTraceServiceRequest:
     span = trace_pb2.Span(
         trace_id=i.to_bytes(16, "big"), span_id=(i + 1).to_bytes(8, "big"), name=f"s{i}"
@@ -79,8 +61,9 @@ def test_sigterm_commits_requests_in_flight_and_exits_zero(tmp_path: Path) -> No
         f'[buffer]\nflush_interval_seconds = 600\nack = "commit"\n'
         f'[deltalake]\ntable_path = "{lake}"\n'
     )
-    proc, port = start_serve(config)
-    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+    serve = ServeProcess(config)
+    proc = serve.proc
+    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(serve.endpoint))
     in_flight = [stub.Export.future(one_span_request(i)) for i in range(1, 21)]
     time.sleep(1.0)  # let every request reach the buffer
     assert not any(f.done() for f in in_flight)
@@ -127,10 +110,11 @@ def test_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
     config.write_text(
         f'{LOOPBACK}[deltalake]\ntable_path = "{tmp_path}"\n[wal]\ndir = "{tmp_path / "wal-1"}"\n'
     )
-    first, port = start_serve(config)
+    serve = ServeProcess(config)
+    first = serve.proc
     try:
         config.write_text(
-            f'[receiver]\ngrpc_endpoint = "127.0.0.1:{port}"\n[wal]\ndir = "{tmp_path / "wal-2"}"\n'
+            f'[receiver]\ngrpc_endpoint = "{serve.endpoint}"\n[wal]\ndir = "{tmp_path / "wal-2"}"\n'
         )
         result = run_serve(config)
         assert result.returncode == 2
@@ -165,8 +149,9 @@ def test_sigterm_in_wal_mode_answers_quickly_and_commits_everything(
     log line: nothing acknowledged was lost (the log replays it), but nothing was committed."""
     lake = tmp_path / "lake"
     config = bridge_config(tmp_path, "[buffer]\nflush_interval_seconds = 600\n")
-    proc, port = start_serve(config)
-    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+    serve = ServeProcess(config)
+    proc = serve.proc
+    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(serve.endpoint))
     for i in range(1, 21):
         stub.Export(one_span_request(i), timeout=10)  # acknowledged from the log
     assert not (lake / "spans").exists()  # nothing committed yet
