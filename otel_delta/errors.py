@@ -71,6 +71,17 @@ class UnauthenticatedError(OtelDeltaError):
 class RequestTooLargeError(OtelDeltaError):
     """An OTLP request is larger than `receiver.max_receive_message_bytes` (not retryable)."""
 
+    @classmethod
+    def over_limit(
+        cls, limit: int, what: str = "request", size: int | None = None
+    ) -> RequestTooLargeError:
+        """The one wording of a request past the limit, wherever it is found (its declared
+        length, gRPC's own check, the body as read, decompressed)."""
+        of = "" if size is None else f" of {size} bytes"
+        return cls(
+            f"{what}{of} is over the limit of {limit} bytes (receiver.max_receive_message_bytes)"
+        )
+
 
 class BufferFullError(OtelDeltaError):
     """The ingest buffer is at its memory limit; the client should retry later (UNAVAILABLE)."""

@@ -45,10 +45,7 @@ INLINE_BYTES = 64 * 1024
 
 
 def _too_large(limit: int) -> RequestTooLargeError:
-    return RequestTooLargeError(
-        f"decompressed request is over the limit of {limit} bytes "
-        "(receiver.max_receive_message_bytes)"
-    )
+    return RequestTooLargeError.over_limit(limit, "decompressed request")
 
 
 def _inflate(body: bytes, wbits: int, limit: int) -> bytes:

@@ -117,10 +117,7 @@ class ExportPipeline:
         raw = request.protobuf
         self.sizes.observe(signal.code, len(raw))
         if len(raw) > self.max_request_bytes:
-            error = RequestTooLargeError(
-                f"request of {len(raw)} bytes is over the limit of {self.max_request_bytes} "
-                "(receiver.max_receive_message_bytes)"
-            )
+            error = RequestTooLargeError.over_limit(self.max_request_bytes, size=len(raw))
             return Rejected(error, str(error))
         if self.wal is not None:
             self.wal.check_capacity(len(request.logged))

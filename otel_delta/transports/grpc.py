@@ -128,10 +128,7 @@ async def no_message(context: grpc.aio.ServicerContext, limit: int) -> OtelDelta
         return InvalidRequestError("the Export call carried no request message")
     if context.time_remaining() == 0:
         return ClientDisconnectedError("the client's deadline passed before its request arrived")
-    return RequestTooLargeError(
-        f"gRPC refused the request message: over the limit of {limit} bytes "
-        "(receiver.max_receive_message_bytes)"
-    )
+    return RequestTooLargeError.over_limit(limit, "the request message (refused by gRPC)")
 
 
 def generic_handlers(

@@ -132,20 +132,14 @@ class HttpTransport:
 
     def _check_length(self, length: int | None) -> None:
         if length is not None and length > self.limit:
-            raise RequestTooLargeError(
-                f"request of {length} bytes is over the limit of {self.limit} "
-                "(receiver.max_receive_message_bytes)"
-            )
+            raise RequestTooLargeError.over_limit(self.limit, size=length)
 
     async def _body(self, request: web.Request) -> Body:
         """The body, decompressed and refused as soon as it is known to be over the limit."""
         try:
             body = await self._read(request)
         except web.HTTPRequestEntityTooLarge:
-            raise RequestTooLargeError(
-                f"request is over the limit of {self.limit} bytes "
-                "(receiver.max_receive_message_bytes)"
-            ) from None
+            raise RequestTooLargeError.over_limit(self.limit) from None
         except ConnectionError:  # aiohttp's "Connection lost" included
             raise ClientDisconnectedError(
                 "the client closed the connection before its request's body arrived"
