@@ -194,14 +194,16 @@ def test_telemetrygen_through_the_collector(tmp_path: Path, transport: str) -> N
 COMPRESSIONS = {
     "grpc": ("none", "gzip"),
     "http": ("none", "gzip", "zstd", "zlib", "deflate", "snappy", "x-snappy-framed", "lz4"),
+    "http-json": ("none", "gzip"),  # otlphttp's `encoding: json`: OTLP/JSON bodies
 }
 COMPRESSED_TRACES = 20  # each with one child span: 40 spans per compression
 
 
 def test_every_compression_the_collectors_exporters_send(tmp_path: Path) -> None:
     """One Collector, one pipeline per (transport, compression): its own otlp receiver, and
-    an exporter to the bridge set to that compression. telemetrygen sends each pipeline its
-    own service's traces; each service's spans are stored exactly once (before 2026-11-28,
+    an exporter to the bridge set to that compression (and, for http-json, OTLP/JSON).
+    telemetrygen sends each pipeline its own service's traces; each service's spans are
+    stored exactly once (before 2026-11-28,
     OTLP/HTTP's snappy, x-snappy-framed and lz4 were answered 415, and a Collector set to
     them dropped everything it sent)."""
     lake = tmp_path / "lake"
@@ -227,6 +229,7 @@ def test_every_compression_the_collectors_exporters_send(tmp_path: Path) -> None
                 else f"  otlp_http/{name(t, c)}:\n    endpoint: http://127.0.0.1:{bridge.http_port}\n"
             )
             + f"    compression: {c}\n"
+            + ("    encoding: json\n" if t == "http-json" else "")
             + "    retry_on_failure: {enabled: true, initial_interval: 100ms}\n"
             for t, c in pipelines
         )
