@@ -23,7 +23,9 @@ request's protobuf is let go of once converted instead of once logged. Replay in
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import cramjam
 import lz4.frame
@@ -61,27 +63,58 @@ def _inflate(body: bytes, wbits: int, limit: int) -> bytes:
     allocated once: the decompressor object of zlib's API starts at 16 KiB and doubles,
     copying what it has into fresh memory each time, and under the traces load that copying
     took a third of the bridge's page faults (perf)."""
+    return _frames(
+        body,
+        limit,
+        lambda: zlib_ng._ZlibDecompressor(wbits),
+        lambda data: _expected(data, wbits),
+        lambda rest: rest.lstrip(b"\0"),  # gzip members may follow, padded
+    )
+
+
+class _Decoder(Protocol):
+    """A streaming decoder of one frame (a gzip member, a zlib stream, an LZ4 frame), as
+    zlib's and lz4's decompressor objects both are."""
+
+    eof: bool
+    needs_input: bool
+    unused_data: bytes
+
+    def decompress(self, data: bytes, max_length: int, /) -> bytes: ...
+
+
+def _frames(
+    body: bytes,
+    limit: int,
+    decoder: Callable[[], _Decoder],
+    first_step: Callable[[bytes], int],
+    rest: Callable[[bytes], bytes] = lambda data: data,
+) -> bytes:
+    """Every frame of `body`, decoded one after another, at most `limit` bytes of output:
+    each frame's first step asks for `first_step(data)` bytes (what it is expected to make),
+    and later steps grow, never past the limit. A frame cut short is "truncated compressed
+    body"; `rest` is what follows a frame, as the next one begins."""
     parts: list[bytes] = []
     size = 0
     data = body
     while data:
-        inflater = zlib_ng._ZlibDecompressor(wbits)
+        frame = decoder()
         room = limit + 1 - size  # one byte more than the limit allows tells "too large"
-        chunk = inflater.decompress(data, min(room, _expected(data, wbits)))
+        chunk = frame.decompress(data, min(room, first_step(data)))
         parts.append(chunk)
         size += len(chunk)
         # output still held back (the guess was short): take it in growing steps
-        while not inflater.eof and not inflater.needs_input and size <= limit:
-            chunk = inflater.decompress(b"", min(limit + 1 - size, max(size, CHUNK)))
+        while not frame.eof and not frame.needs_input and size <= limit:
+            chunk = frame.decompress(b"", min(limit + 1 - size, max(size, CHUNK)))
             if not chunk:
                 break  # no progress: answered as a truncated body below, never a spin
             parts.append(chunk)
             size += len(chunk)
         if size > limit:
             raise _too_large(limit)
-        if not inflater.eof:
+        if not frame.eof:
             raise InvalidRequestError("truncated compressed body")
-        data = inflater.unused_data.lstrip(b"\0")  # gzip members may follow, padded
+        data = rest(frame.unused_data)
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
@@ -175,36 +208,12 @@ class _Lz4Error(Exception):
 def _unlz4(body: bytes, limit: int) -> bytes:
     """Every LZ4 frame of `body`, at most `limit` bytes of output (a frame cut short is an
     error, as for gzip and zstd)."""
+    # lz4's decoder allocates the whole `max_length` it is given: the first step asks for
+    # about what OTLP compresses to (as `_expected` guesses for a zlib stream)
     try:
-        return _unlz4_frames(body, limit)
+        return _frames(body, limit, lz4.frame.LZ4FrameDecompressor, lambda data: 8 * len(data) + 1)
     except RuntimeError as exc:
         raise _Lz4Error(str(exc)) from None
-
-
-def _unlz4_frames(body: bytes, limit: int) -> bytes:
-    """The frames of `_unlz4`. lz4's decoder allocates the `max_length` it is given, so the
-    first step asks for about what OTLP compresses to (as `_expected` guesses for zlib) and
-    later ones grow, never past the limit."""
-    parts: list[bytes] = []
-    size = 0
-    data = body
-    while data:
-        frame = lz4.frame.LZ4FrameDecompressor()
-        chunk = frame.decompress(data, max_length=min(limit + 1 - size, 8 * len(data) + 1))
-        parts.append(chunk)
-        size += len(chunk)
-        while not frame.eof and not frame.needs_input and size <= limit:
-            chunk = frame.decompress(b"", max_length=min(limit + 1 - size, max(size, CHUNK)))
-            if not chunk:
-                break
-            parts.append(chunk)
-            size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        if not frame.eof:
-            raise InvalidRequestError("truncated compressed body")
-        data = frame.unused_data
-    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:
