@@ -12,11 +12,18 @@ from otel_delta.errors import UnauthenticatedError
 SCHEME = "bearer "
 
 
+def _bytes(text: str) -> bytes:
+    """`text` as the bytes it came as. aiohttp (and os.environ) hand over bytes that are not
+    UTF-8 as lone surrogates, which a plain encode() refuses: a header with a Latin-1 byte,
+    which any client may send, was a 500 and an ERROR traceback instead of a wrong token."""
+    return text.encode("utf-8", "surrogateescape")
+
+
 class BearerToken:
     """Checks an `authorization` value against the configured token, in constant time."""
 
     def __init__(self, token: str) -> None:
-        self._expected = token.encode()
+        self._expected = _bytes(token)
 
     def check_metadata(self, metadata: Iterable[tuple[str, str | bytes]] | None) -> None:
         """`check` the `authorization` entry of gRPC invocation metadata (sync or aio)."""
@@ -31,6 +38,6 @@ class BearerToken:
             raise UnauthenticatedError("missing authorization: send 'Bearer <token>'")
         if authorization[: len(SCHEME)].lower() != SCHEME:
             raise UnauthenticatedError("authorization must use the Bearer scheme")
-        given = authorization[len(SCHEME) :].strip().encode()
+        given = _bytes(authorization[len(SCHEME) :].strip())
         if not hmac.compare_digest(given, self._expected):
             raise UnauthenticatedError("invalid bearer token")

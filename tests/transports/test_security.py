@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import grpc
 import pytest
 import requests
@@ -15,7 +17,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from otel_delta.errors import ConfigError
 from tests import corpus
 from tests.certs import Certs, make_certs
-from tests.helpers import RunningBridge, make_settings, read_table, table_exists
+from tests.helpers import (
+    RunningBridge,
+    ServeProcess,
+    bridge_config,
+    make_settings,
+    read_table,
+    table_exists,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -188,3 +197,27 @@ def test_bad_tls_files_refuse_to_start_with_one_line(tmp_path, certs, tls, messa
     with pytest.raises(ConfigError, match=message) as error:
         RunningBridge(settings)
     assert "\n" not in str(error.value)
+
+
+def test_a_token_not_in_utf8_is_refused_like_any_wrong_token(tmp_path) -> None:
+    """HTTP header values are bytes: a client (any client, no token needed) may send a byte
+    that is not UTF-8, e.g. a Latin-1 `ö`. It is a wrong token like any other: 401, one
+    refusal counted, and no ERROR traceback in the log for each such request."""
+    config = bridge_config(tmp_path, '[receiver.auth]\ntoken_env = "OTEL_DELTA_TEST_TOKEN"\n')
+    serve = ServeProcess(config, env={"OTEL_DELTA_TEST_TOKEN": TOKEN})
+    try:
+        body = corpus.trace_request().SerializeToString()
+        with socket.create_connection(("127.0.0.1", serve.http_port), timeout=30) as client:
+            client.sendall(
+                b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                b"Content-Type: application/x-protobuf\r\nAuthorization: Bearer t\xf6ken\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
+            status_line = client.makefile("rb").readline()
+        assert status_line.startswith(b"HTTP/1.1 401 "), status_line
+        metrics = requests.get(f"http://127.0.0.1:{serve.admin_port}/metrics", timeout=30).text
+        assert 'reason="unauthenticated"' in metrics
+    finally:
+        serve.stop()
+    assert not [line for line in serve.lines if "Traceback" in line or " ERROR " in line]
+    assert not table_exists(tmp_path / "lake", "spans")
