@@ -22,6 +22,7 @@ from otel_delta.pipeline.dead_letters import DeadLetters
 from otel_delta.pipeline.replay import replay
 from otel_delta.remote.service import ConnectorServer
 from otel_delta.transports import GrpcTransport, HttpTransport
+from otel_delta.transports.tls import grpc_credentials
 from otel_delta.wal import WriteAheadLog
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,11 @@ class Bridge:
         receiver = self.settings.receiver
         remote = self.settings.connector_service
         token = remote.resolved_token() if remote.enabled else ""  # fail before binding
+        remote_tls = (  # its files too
+            grpc_credentials(remote.tls, "connector_service.tls")
+            if remote.enabled and remote.tls.enabled
+            else None
+        )
         receiver_token = receiver.auth.resolved_token()
         bearer = BearerToken(receiver_token) if receiver_token else None
         self.engines.lakehouse.check_writable()
@@ -114,10 +120,17 @@ class Bridge:
             self.maintainer.start()
         if remote.enabled:
             connector = DeltaLakeConnector(self.settings)
-            self.connector_server = ConnectorServer(connector, remote.endpoint, token)
+            self.connector_server = ConnectorServer(
+                connector, remote.endpoint, token, credentials=remote_tls
+            )
             self.connector_port = self.connector_server.start()
             host = remote.endpoint.rpartition(":")[0]
-            log.info("ConnectorService listening on %s:%d", host, self.connector_port)
+            log.info(
+                "ConnectorService listening on %s:%d%s",
+                host,
+                self.connector_port,
+                " with TLS" if remote.tls.enabled else "",
+            )
         return port
 
     def _open_wal(self) -> WriteAheadLog | None:

@@ -97,7 +97,8 @@ def _check_host_port(value: str) -> str:
 
 
 class TlsSettings(Section):
-    """`[receiver.tls]`: TLS for both OTLP transports, like the Collector's TLS settings."""
+    """`[receiver.tls]`: TLS for both OTLP transports, like the Collector's TLS settings; and
+    `[connector_service.tls]`, the same for the ConnectorService."""
 
     cert_file: str = ""  # PEM certificate chain; with key_file, turns TLS on
     key_file: str = ""
@@ -336,6 +337,9 @@ class ConnectorServiceSettings(Section):
     endpoint: str = "127.0.0.1:4320"
     token: str | None = None  # bearer token callers must send; or name a variable:
     token_env: str | None = None
+    # unset: plain gRPC, and the token and every result cross the network in clear, so an
+    # endpoint off this host wants TLS (the OTLP receiver's is its own: `receiver.tls`)
+    tls: TlsSettings = TlsSettings()
 
     @field_validator("endpoint")
     @classmethod

@@ -216,11 +216,20 @@ class ConnectorServicer:
 
 
 class ConnectorServer:
-    """The ConnectorService on its own port; `start` returns the bound port."""
+    """The ConnectorService on its own port; `start` returns the bound port. With
+    `credentials` (from `[connector_service.tls]`) it serves TLS only."""
 
-    def __init__(self, connector: Any, endpoint: str, token: str, workers: int = 4) -> None:
+    def __init__(
+        self,
+        connector: Any,
+        endpoint: str,
+        token: str,
+        workers: int = 4,
+        credentials: grpc.ServerCredentials | None = None,
+    ) -> None:
         _, pb_grpc = generated()
         self.endpoint = endpoint
+        self._credentials = credentials
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="connector-rpc"),
             options=[("grpc.so_reuseport", 0)],
@@ -231,7 +240,9 @@ class ConnectorServer:
         self.port = 0
 
     def start(self) -> int:
-        self.port = bind(self._server, self.endpoint, "connector_service.endpoint")
+        self.port = bind(
+            self._server, self.endpoint, "connector_service.endpoint", self._credentials
+        )
         self._server.start()
         return self.port
 

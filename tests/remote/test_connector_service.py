@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import grpc
@@ -12,8 +14,9 @@ from otel_delta.config import Settings
 from otel_delta.errors import ConfigError
 from otel_delta.remote.client import ConnectorClient
 from otel_delta.remote.protocol import CHUNK_BYTES
+from tests.certs import make_certs
 from tests.commands.trace_data import known_trace, other_spans
-from tests.helpers import RunningBridge, wait_until
+from tests.helpers import RunningBridge, ServeProcess, bridge_config, free_port, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -222,3 +225,68 @@ def test_stalled_query_streams_leave_a_thread_for_other_calls(served) -> None:
     for stream in stalled:
         stream.cancel()
     slow.close()
+
+
+def test_tls_and_mtls_from_its_own_section(tmp_path: Path) -> None:
+    """`[connector_service.tls]`: `otel-delta serve` serves the ConnectorService over TLS only,
+    so the token and the results do not cross the network in clear; with a client CA, a
+    caller also needs a certificate that CA signed."""
+    certs = make_certs(tmp_path / "certs")
+    port = free_port()
+    config = bridge_config(
+        tmp_path,
+        f'[connector_service]\nenabled = true\nendpoint = "127.0.0.1:{port}"\n'
+        'token_env = "TEST_CONNECTOR_TOKEN"\n[connector_service.tls]\n'
+        f'cert_file = "{certs.server_cert}"\nkey_file = "{certs.server_key}"\n'
+        f'client_ca_file = "{certs.ca}"\n',
+    )
+    serve = ServeProcess(config, env={"TEST_CONNECTOR_TOKEN": TOKEN})
+    try:
+        assert any(
+            f"ConnectorService listening on 127.0.0.1:{port} with TLS" in line
+            for line in serve.lines
+        )
+        endpoint = f"127.0.0.1:{port}"
+        refused = [
+            ConnectorClient(endpoint, TOKEN),  # plain text
+            ConnectorClient(endpoint, TOKEN, ca_file=certs.ca),  # no client certificate
+            ConnectorClient(
+                endpoint,
+                TOKEN,
+                ca_file=certs.ca,
+                cert_file=certs.other_client_cert,
+                key_file=certs.other_client_key,
+            ),
+        ]
+        for client in refused:
+            with pytest.raises(grpc.RpcError) as failed:
+                client.call("Tables", client.pb.TablesRequest(), timeout=10)
+            assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+            client.close()
+        client = ConnectorClient(
+            endpoint,
+            TOKEN,
+            ca_file=certs.ca,
+            cert_file=certs.client_cert,
+            key_file=certs.client_key,
+        )
+        assert list(client.call("Tables", client.pb.TablesRequest()).tables) == []
+        client.close()
+    finally:
+        assert serve.stop() == 0
+
+
+def test_tls_files_that_do_not_load_stop_serve_with_one_line(tmp_path: Path) -> None:
+    config = bridge_config(
+        tmp_path,
+        '[connector_service]\nenabled = true\nendpoint = "127.0.0.1:0"\ntoken = "t"\n'
+        '[connector_service.tls]\ncert_file = "/nonexistent/tls.crt"\n'
+        'key_file = "/nonexistent/tls.key"\n',
+    )
+    argv = [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "otel-delta: config error: connector_service.tls.cert_file: No such file or directory: "
+        "/nonexistent/tls.crt"
+    )
