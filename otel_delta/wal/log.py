@@ -26,11 +26,14 @@ from otel_delta.faults import crash_point
 from otel_delta.metrics import WAL_SYNC_SECONDS, WAL_SYNCS
 from otel_delta.wal.record import Record, header, scan
 from otel_delta.wal.segments import (
+    DIRECTORY_MODE,
+    FILE_MODE,
     Segment,
     fsync_directory,
     instance_id,
     list_segments,
     lock,
+    private,
     segment_path,
     unlock,
 )
@@ -131,7 +134,7 @@ class WriteAheadLog:
             self._lock_fd = None
 
     def _open(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(DIRECTORY_MODE, parents=True, exist_ok=True)
         self._lock_fd = lock(self.directory)
         self.instance_id = instance_id(self.directory)
         self._segments = list_segments(self.directory)
@@ -297,7 +300,7 @@ class WriteAheadLog:
 
     def _new_segment(self, first_position: int) -> None:
         path = segment_path(self.directory, first_position)
-        path.touch()
+        path.touch(FILE_MODE)
         fsync_directory(self.directory)
         self._segments.append(Segment(first_position, path, 0))
 
@@ -366,7 +369,8 @@ class WriteAheadLog:
                 "another wal.dir"
             )
         if previous != self.owner:
-            owner_file.write_text(self.owner + "\n")
+            with open(owner_file, "w", opener=private) as out:
+                out.write(self.owner + "\n")
             fsync_directory(self.directory)
 
     # --- stop ---------------------------------------------------------------------------------
@@ -393,7 +397,7 @@ class WriteAheadLog:
 def _append_only(path: Path) -> BinaryIO:
     """A segment opened for appending, unbuffered: every byte is handed to the kernel by
     `_write_fully` or not at all, so a truncate after a failed write leaves nothing behind."""
-    return open(path, "ab", buffering=0)
+    return open(path, "ab", buffering=0, opener=private)
 
 
 def _write_fully(fd: int, chunks: list[bytes]) -> None:

@@ -18,6 +18,16 @@ from otel_delta.errors import ConfigError
 SUFFIX = ".wal"
 INSTANCE_FILE = "instance-id"
 LOCK_FILE = "lock"
+# The log holds requests as received, raw telemetry (which may carry personal data, or a
+# credential an application put in an attribute): only the bridge's user may read it, whatever
+# the umask or the mode of a mounted volume
+DIRECTORY_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private(path: str | os.PathLike[str], flags: int) -> int:
+    """An `opener` for open(): a file created readable and writable by its owner only."""
+    return os.open(path, flags, FILE_MODE)
 
 
 @dataclass
@@ -58,7 +68,7 @@ def instance_id(directory: Path) -> str:
             return value
     value = uuid.uuid4().hex
     temporary = path.with_suffix(".tmp")
-    with open(temporary, "w") as out:
+    with open(temporary, "w", opener=private) as out:
         out.write(value + "\n")
         out.flush()
         os.fsync(out.fileno())
@@ -69,7 +79,7 @@ def instance_id(directory: Path) -> str:
 
 def lock(directory: Path) -> int:
     """An exclusive lock on the directory for this process's lifetime (one bridge per WAL)."""
-    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = private(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
