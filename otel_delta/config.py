@@ -465,6 +465,21 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
 
+# keys whose values may be credentials (a token; object-store, Spark and Kafka options hold
+# keys, secrets and passwords): a config error names them and what they expect, but never
+# echoes what they hold, since that line goes to terminals, CI logs and log collectors
+SECRET_KEYS = (
+    "connector_service.token",
+    "deltalake.storage.options",
+    "spark.conf",
+    "stream.kafka_options",
+)
+
+
+def _secret(key: str) -> bool:
+    return any(key == secret or key.startswith(secret + ".") for secret in SECRET_KEYS)
+
+
 def _describe(error: dict[str, Any], file: Path) -> str:
     parts = ["schema" if p == "schema_" else str(p) for p in error["loc"]]
     key = ".".join(parts)
@@ -473,7 +488,7 @@ def _describe(error: dict[str, Any], file: Path) -> str:
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         return f"{key}: unknown key (in {file} or ${env})"
-    if "input" in error and not isinstance(error["input"], dict | list):
+    if "input" in error and not isinstance(error["input"], dict | list) and not _secret(key):
         return f"{where}: {message} (got {error['input']!r})"
     return f"{where}: {message}"
 

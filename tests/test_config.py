@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -233,3 +235,34 @@ def test_spark_conf_and_kafka_options_take_toml_booleans_and_numbers_as_text(
         "request.timeout.ms": "30000",
         "enable.idempotence": "true",
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[connector_service]\nenabled = true\ntoken = 73105128\n", "connector_service.token"),
+        ("[deltalake.storage]\noptions = 'AKIA73105128'\n", "deltalake.storage.options"),
+        (
+            "[deltalake.storage.options]\nAWS_SECRET_ACCESS_KEY = 1973-10-05T12:08:00Z\n",
+            "deltalake.storage.options.AWS_SECRET_ACCESS_KEY",
+        ),
+        ("[spark]\nconf = 'fs.s3a.secret.key=73105128'\n", "spark.conf"),
+        ("[stream]\nkafka_options = 'sasl.password=73105128'\n", "stream.kafka_options"),
+    ],
+)
+def test_a_config_error_does_not_echo_a_value_that_may_be_a_secret(
+    tmp_path: Path, text: str, key: str
+) -> None:
+    """A command's config error goes to terminals and CI logs: it names the key and what it
+    expects, never the value of a token or of storage, Spark or Kafka options (credentials)."""
+    config = tmp_path / "c.toml"
+    config.write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", "tables", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"otel-delta: config error: {key} ")
+    assert "73105128" not in done.stderr and "1973" not in done.stderr
