@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 
 import grpc
 import pytest
@@ -221,3 +222,34 @@ def test_a_token_not_in_utf8_is_refused_like_any_wrong_token(tmp_path) -> None:
         serve.stop()
     assert not [line for line in serve.lines if "Traceback" in line or " ERROR " in line]
     assert not table_exists(tmp_path / "lake", "spans")
+
+
+def tls12_handshake(port: int, certs: Certs, cipher: str) -> str:
+    """The cipher a TLS 1.2 handshake offering only `cipher` agrees on (ssl.SSLError if none)."""
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    context.maximum_version = ssl.TLSVersion.TLSv1_2
+    context.set_ciphers(cipher)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=30) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        return tls.cipher()[0]
+
+
+def test_tls_12_takes_only_aead_ciphers_on_both_transports(tmp_path, certs) -> None:
+    """TLS 1.2 with forward secrecy and an AEAD cipher only (as gRPC's own list): CBC suites
+    (Lucky 13 and its kin) were accepted on OTLP/HTTP though not on OTLP/gRPC."""
+    tls = tls_settings(certs, mtls=False)["tls"]
+    config = bridge_config(
+        tmp_path,
+        f'[receiver.tls]\ncert_file = "{tls["cert_file"]}"\nkey_file = "{tls["key_file"]}"\n',
+    )
+    serve = ServeProcess(config)
+    try:
+        for port in (serve.port, serve.http_port):
+            assert tls12_handshake(port, certs, "ECDHE-RSA-AES128-GCM-SHA256")
+            for cbc in ("ECDHE-RSA-AES128-SHA256", "ECDHE-RSA-AES256-SHA384", "AES128-SHA"):
+                with pytest.raises(ssl.SSLError):
+                    tls12_handshake(port, certs, cbc)
+    finally:
+        serve.stop()
