@@ -64,12 +64,14 @@ async def serve(settings: Settings) -> None:
     doors = [f"{bridge.grpc.endpoint} (OTLP/gRPC)"]
     if bridge.http is not None:
         doors.append(f"{bridge.http.endpoint} (OTLP/HTTP)")
+    # TLS is the OTLP doors' only: the admin endpoint is plain HTTP, which the line says, so
+    # that "with TLS" after it is not read as the admin endpoint's
+    listening = ", ".join(doors) + (" with TLS" if settings.receiver.tls.enabled else "")
     if bridge.admin is not None:
-        doors.append(f"admin on {bridge.admin.endpoint}")
+        listening += f", admin on {bridge.admin.endpoint} (plain HTTP)"
     log.info(
-        "otel-delta listening on %s%s; writing Delta tables to %s; %s",
-        ", ".join(doors),
-        " with TLS" if settings.receiver.tls.enabled else "",
+        "otel-delta listening on %s; writing Delta tables to %s; %s",
+        listening,
         settings.deltalake.resolved_table_path(),
         _acknowledged(bridge),
     )

@@ -246,6 +246,12 @@ def test_tls_12_takes_only_aead_ciphers_on_both_transports(tmp_path, certs) -> N
     )
     serve = ServeProcess(config)
     try:
+        # the admin endpoint is plain HTTP: the line must not read as if it had TLS
+        listening = next(line for line in serve.lines if "listening on" in line)
+        assert (
+            f"{serve.endpoint} (OTLP/gRPC), 127.0.0.1:{serve.http_port} (OTLP/HTTP) with TLS, "
+            f"admin on 127.0.0.1:{serve.admin_port} (plain HTTP);"
+        ) in listening
         for port in (serve.port, serve.http_port):
             assert tls12_handshake(port, certs, "ECDHE-RSA-AES128-GCM-SHA256")
             for cbc in ("ECDHE-RSA-AES128-SHA256", "ECDHE-RSA-AES256-SHA384", "AES128-SHA"):
