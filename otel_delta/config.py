@@ -117,6 +117,25 @@ class TlsSettings(Section):
         return bool(self.cert_file)
 
 
+# below this many characters a bearer token is said to be weak at start (not refused: a
+# deployment that works keeps working); `openssl rand -hex 32` makes one of 64
+WEAK_TOKEN_CHARS = 16
+
+
+def _checked_strength(token: str, key: str) -> str:
+    """`token`, with a WARNING (naming the setting, never the token) if it is short enough to
+    guess: nothing limits how many a client may try."""
+    if len(token) < WEAK_TOKEN_CHARS:
+        log.warning(
+            "%s: the token has %d characters; use at least %d random ones "
+            "(e.g. openssl rand -hex 32): nothing limits how many tokens a client may try",
+            key,
+            len(token),
+            WEAK_TOKEN_CHARS,
+        )
+    return token
+
+
 class AuthSettings(Section):
     """`[receiver.auth]`: a bearer token every OTLP request must carry."""
 
@@ -131,7 +150,7 @@ class AuthSettings(Section):
         token = os.environ.get(self.token_env, "").strip()
         if not token:
             raise ConfigError(f"receiver.auth.token_env: ${self.token_env} is unset")
-        return token
+        return _checked_strength(token, f"receiver.auth.token_env (${self.token_env})")
 
 
 class ReceiverSettings(Section):
@@ -349,11 +368,11 @@ class ConnectorServiceSettings(Section):
     def resolved_token(self) -> str:
         """The bearer token; a service without one would be open to anyone, so it is required."""
         if self.token and self.token.strip():
-            return self.token.strip()
+            return _checked_strength(self.token.strip(), "connector_service.token")
         if self.token_env:
             value = os.environ.get(self.token_env, "").strip()  # as receiver.auth's token
             if value:
-                return value
+                return _checked_strength(value, f"connector_service.token_env (${self.token_env})")
             raise ConfigError(f"connector_service.token_env: ${self.token_env} is unset")
         raise ConfigError("connector_service: set token or token_env when enabled")
 

@@ -279,7 +279,7 @@ def test_tls_and_mtls_from_its_own_section(tmp_path: Path) -> None:
 def test_tls_files_that_do_not_load_stop_serve_with_one_line(tmp_path: Path) -> None:
     config = bridge_config(
         tmp_path,
-        '[connector_service]\nenabled = true\nendpoint = "127.0.0.1:0"\ntoken = "t"\n'
+        f'[connector_service]\nenabled = true\nendpoint = "127.0.0.1:0"\ntoken = "{TOKEN * 2}"\n'
         '[connector_service.tls]\ncert_file = "/nonexistent/tls.crt"\n'
         'key_file = "/nonexistent/tls.key"\n',
     )

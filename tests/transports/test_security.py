@@ -22,6 +22,7 @@ from tests.helpers import (
     RunningBridge,
     ServeProcess,
     bridge_config,
+    free_port,
     make_settings,
     read_table,
     table_exists,
@@ -259,3 +260,30 @@ def test_tls_12_takes_only_aead_ciphers_on_both_transports(tmp_path, certs) -> N
                     tls12_handshake(port, certs, cbc)
     finally:
         serve.stop()
+
+
+def test_a_short_token_is_said_to_be_weak_at_start_without_being_logged(tmp_path) -> None:
+    """Nothing limits how many tokens a client may try: a short one gets a WARNING at start
+    for each door it guards (naming the setting, never the token); a long one none."""
+    port = free_port()
+    config = bridge_config(
+        tmp_path,
+        '[receiver.auth]\ntoken_env = "OTEL_DELTA_TEST_TOKEN"\n'
+        f'[connector_service]\nenabled = true\nendpoint = "127.0.0.1:{port}"\n'
+        'token_env = "OTEL_DELTA_TEST_CS_TOKEN"\n',
+    )
+    short = {"OTEL_DELTA_TEST_TOKEN": "pw1234", "OTEL_DELTA_TEST_CS_TOKEN": "cs9876"}
+    serve = ServeProcess(config, env=short)
+    assert serve.stop() == 0
+    warnings = [line for line in serve.lines if " WARNING " in line]
+    assert len(warnings) == 2, serve.lines
+    assert "receiver.auth.token_env ($OTEL_DELTA_TEST_TOKEN): the token has 6 characters" in (
+        warnings[0] + warnings[1]
+    )
+    assert "connector_service.token_env ($OTEL_DELTA_TEST_CS_TOKEN)" in warnings[0] + warnings[1]
+    assert not any("pw1234" in line or "cs9876" in line for line in serve.lines)
+
+    strong = {"OTEL_DELTA_TEST_TOKEN": TOKEN * 2, "OTEL_DELTA_TEST_CS_TOKEN": TOKEN * 2}
+    serve = ServeProcess(config, env=strong)
+    assert serve.stop() == 0
+    assert not [line for line in serve.lines if " WARNING " in line]
