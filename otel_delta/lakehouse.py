@@ -4,9 +4,8 @@ Where the tables live (root URI and object-store options), how they are partitio
 Parquet is encoded and their commits retried, how a table is created (schema, partitioning,
 description, properties) and checked, the bookkeeping tables beside them (dead letters, the
 audit, the backfill's ledger) and their appends that happen once, and how a SparkSession for
-them is built. The receiver
-side, the engines, the connector, maintenance and backfill all take a `Lakehouse`; this module
-imports nothing of theirs.
+them is built. The receiver side, the engines, the connector, maintenance and backfill all
+take a `Lakehouse`; this module imports nothing of theirs.
 """
 
 from __future__ import annotations
