@@ -112,6 +112,10 @@ def test_rewrite_keeps_every_row_once_sorted_with_delta_rs_statistics(
         == "ZSTD"
     )
 
+    # its history entry says what it did (delta-rs records a WRITE with no metrics)
+    entry = table.history(1)[0]
+    assert entry.metrics == {"num_added_files": 1, "num_removed_files": 12}
+
     # the swap is one commit, invisible to change readers
     actions = log_actions(tmp_path / "spans", before + 1)
     changes = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
