@@ -180,15 +180,16 @@ def _unsnappy(body: bytes, limit: int) -> bytes:
 
 def _snappy_framed_size(body: bytes) -> int:
     """The output size of a snappy framed stream, from its chunks' headers (type, 3-byte
-    length) and each compressed chunk's block header."""
+    length) and each compressed chunk's block header, read in place (no chunk is copied)."""
+    view = memoryview(body)
     size = 0
     position = 0
     while position < len(body):
         if position + 4 > len(body):
             raise InvalidRequestError("truncated compressed body")
         kind = body[position]
-        length = int.from_bytes(body[position + 1 : position + 4], "little")
-        chunk = body[position + 4 : position + 4 + length]
+        length = int.from_bytes(view[position + 1 : position + 4], "little")
+        chunk = view[position + 4 : position + 4 + length]
         if len(chunk) < length:
             raise InvalidRequestError("truncated compressed body")
         if kind == 0x00:  # compressed data: a CRC, then one raw block
