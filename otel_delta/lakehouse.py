@@ -125,6 +125,15 @@ def table_uri(root: str, name: str) -> str:
     return f"{root.rstrip('/')}/{name}"
 
 
+def commit_info(operation: str | None, metrics: dict[str, int] | None = None) -> dict[str, str]:
+    """A commit's own entries in its commit info: who wrote it (`OPERATION`) and, for a commit
+    of files our own code wrote, what it did (`METRICS_PREFIX`), which `Table.history` reads
+    (delta-rs records a WRITE with no metrics for such a commit)."""
+    custom = {OPERATION: operation} if operation else {}
+    custom.update({METRICS_PREFIX + k: str(v) for k, v in (metrics or {}).items()})
+    return custom
+
+
 def holds_transaction(table: DeltaTable, app_transaction: Transaction) -> bool:
     """Does the table already hold this transaction (at its version or a later one)?"""
     version = table.transaction_version(app_transaction.app_id)
@@ -281,8 +290,7 @@ class Lakehouse:
         it lost a race and was rebased, which delta-rs records only for its own writes), and
         the commit's `commit_id` (`COMMIT_ID`), by which its caller finds the commit's version
         in the log (engines/commit_log.own_commit)."""
-        custom = {OPERATION: operation} if operation else {}
-        custom.update({METRICS_PREFIX + k: str(v) for k, v in (metrics or {}).items()})
+        custom = commit_info(operation, metrics)
         if read_version is not None:
             custom[READ_VERSION] = str(read_version)
         if commit_id is not None:

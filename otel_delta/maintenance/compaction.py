@@ -57,7 +57,7 @@ from otel_delta.engines.data_files import (
     stats_columns,
 )
 from otel_delta.errors import describe
-from otel_delta.lakehouse import METRICS_PREFIX, OPERATION
+from otel_delta.lakehouse import commit_info
 from otel_delta.tables.layout import COMPACTION_LEVEL, Layout, parquet_options
 
 log = logging.getLogger(__name__)
@@ -343,13 +343,10 @@ def commit_swap(
             [*removes, *outputs],
             CommitProperties(
                 max_commit_retries=options.max_commit_retries,
-                # delta-rs records WRITE with no metrics for a commit of actions: what it did
-                # goes into the commit info, which `Table.history` reads (METRICS_PREFIX)
-                custom_metadata={
-                    OPERATION: "compaction",
-                    METRICS_PREFIX + "num_added_files": str(len(outputs)),
-                    METRICS_PREFIX + "num_removed_files": str(len(inputs)),
-                },
+                custom_metadata=commit_info(
+                    "compaction",
+                    {"num_added_files": len(outputs), "num_removed_files": len(inputs)},
+                ),
             ),
         )
     except BaseException:
