@@ -142,19 +142,26 @@ def holds_transaction(table: DeltaTable, app_transaction: Transaction) -> bool:
 
 def bookkeeping_table(root: str, name: str, storage: dict[str, str] | None = None) -> str:
     """The URI of the bookkeeping table `name` under `root` (BOOKKEEPING_TABLES), created if
-    absent: unpartitioned, with its description, whichever writer (the bridge, backfill, the
-    stream, the connector) comes first; at the same moment, the other's is kept."""
+    absent (`_open_bookkeeping_table`)."""
+    _open_bookkeeping_table(root, name, storage)
+    return table_uri(root, name)
+
+
+def _open_bookkeeping_table(
+    root: str, name: str, storage: dict[str, str] | None = None
+) -> DeltaTable:
+    """The bookkeeping table `name`, at its latest version, created if absent: unpartitioned,
+    with its description, whichever writer (the bridge, backfill, the stream, the connector)
+    comes first; at the same moment, the other's is kept."""
     schema, description = BOOKKEEPING_TABLES[name]
-    uri = table_uri(root, name)
-    DeltaTable.create(
-        uri,
+    return DeltaTable.create(
+        table_uri(root, name),
         schema,
         mode="ignore",
         name=name,
         description=description,
         storage_options=storage or None,
     )
-    return uri
 
 
 def append_once(
@@ -167,16 +174,11 @@ def append_once(
     """Append `rows` to the bookkeeping table `name` in a commit carrying `transaction`,
     unless the table holds it already (the append ran before a crash, and is being run
     again); True if written."""
-    uri = bookkeeping_table(root, name, storage)
-    if holds_transaction(DeltaTable(uri, storage_options=storage or None), transaction):
+    table = _open_bookkeeping_table(root, name, storage)  # one read of its log, not two
+    if holds_transaction(table, transaction):
         return False
-    write_deltalake(
-        uri,
-        rows,
-        mode="append",
-        storage_options=storage or None,
-        commit_properties=CommitProperties(app_transactions=[transaction]),
-    )
+    commit = CommitProperties(app_transactions=[transaction])
+    write_deltalake(table, rows, mode="append", commit_properties=commit)
     return True
 
 
