@@ -44,6 +44,7 @@ from deltalake import DeltaTable, WriterProperties
 from deltalake.transaction import AddAction, CommitProperties
 
 from otel_delta.engines.data_files import plain_parquet
+from otel_delta.ipc import read_spill, spill_writer
 from otel_delta.lakehouse import column_properties
 from otel_delta.maintenance.compaction import (
     Candidate,
@@ -288,13 +289,11 @@ def _spill(
     """Each file's rows, a batch at a time, appended to the spill file of their bucket; the
     spill files in bucket order (those that got rows)."""
     writers: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
-    options = pa.ipc.IpcWriteOptions(compression="zstd")
     sort_keys = [(first, "ascending"), (then, "ascending")]
 
     def append(bucket: int, rows: pa.Table) -> None:
         if bucket not in writers:
-            sink = pa.OSFile(str(directory / f"{bucket:05d}.arrow"), "wb")
-            writers[bucket] = pa.ipc.new_stream(sink, schema, options=options)
+            writers[bucket] = spill_writer(directory / f"{bucket:05d}.arrow", schema)
         writers[bucket].write_table(rows)
 
     try:
@@ -344,8 +343,7 @@ def _write_sorted(
     try:
         for spilled in buckets:
             if isinstance(spilled, Path):
-                with pa.memory_map(str(spilled)) as source:
-                    bucket = pa.ipc.open_stream(source).read_all()
+                bucket = read_spill(spilled)
             else:
                 bucket = pa.concat_tables(spilled, promote_options="default")
                 spilled.clear()  # the sorted copy replaces them
