@@ -1,9 +1,11 @@
 """OTLP/JSON (the OTLP specification's JSON encoding) ↔ the protobuf messages.
 
 It is the protobuf JSON mapping with three differences, handled here: trace and span ids are
-hex strings, not base64; enums are integers (the mapping accepts them); unknown fields must be
-ignored. A request is turned into its protobuf bytes, so the pipeline and the write-ahead log
-see one format whichever encoding the client chose.
+hex strings, not base64; enums are integers (the mapping accepts them, and their names too);
+unknown fields must be ignored — but not unknown enum names, which protobuf's parser would
+then take for 0 (a misspelled span kind stored as UNSPECIFIED): they are refused, as the
+Collector's receiver refuses them. A request is turned into its protobuf bytes, so the
+pipeline and the write-ahead log see one format whichever encoding the client chose.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
+from opentelemetry.proto.logs.v1 import logs_pb2
+from opentelemetry.proto.metrics.v1 import metrics_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta.errors import InvalidRequestError
 
@@ -32,6 +37,20 @@ BYTES_VALUE_FIELDS = frozenset({"bytesValue", "bytes_value"})
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]*")
 
 
+# the enum fields of the OTLP messages, by their JSON and proto names, and the names each takes
+_ENUMS = {
+    "kind": trace_pb2.Span.SpanKind,
+    "code": trace_pb2.Status.StatusCode,
+    "severityNumber": logs_pb2.SeverityNumber,
+    "aggregationTemporality": metrics_pb2.AggregationTemporality,
+}
+ENUM_NAMES = {
+    **{key: frozenset(enum.keys()) for key, enum in _ENUMS.items()},
+    "severity_number": frozenset(logs_pb2.SeverityNumber.keys()),
+    "aggregation_temporality": frozenset(metrics_pb2.AggregationTemporality.keys()),
+}
+
+
 def _check_base64(key: str, value: str) -> None:
     text = value.rstrip("=")
     if not _BASE64.fullmatch(text) or len(text) % 4 == 1 or len(value) - len(text) > 2:
@@ -40,8 +59,8 @@ def _check_base64(key: str, value: str) -> None:
 
 def _prepare(node: Any) -> None:
     """Rewrites every id field below `node` in place from hex to base64, and refuses a bytes
-    value that is not base64 (attribute keys are values, never keys, so user data cannot be
-    mistaken for either)."""
+    value that is not base64 or an enum name that is not one (attribute keys are values, never
+    keys, so user data cannot be mistaken for any of them)."""
     if isinstance(node, dict):
         for key, value in node.items():
             if key in ID_FIELDS and isinstance(value, str):
@@ -51,6 +70,9 @@ def _prepare(node: Any) -> None:
                     raise InvalidRequestError(f"{key} is not hex: {value[:64]!r}") from None
             elif key in BYTES_VALUE_FIELDS and isinstance(value, str):
                 _check_base64(key, value)
+            elif key in ENUM_NAMES and isinstance(value, str):
+                if value not in ENUM_NAMES[key]:
+                    raise InvalidRequestError(f"{key} is not a known name: {value[:64]!r}")
             else:
                 _prepare(value)
     elif isinstance(node, list):

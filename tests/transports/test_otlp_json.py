@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -106,3 +110,56 @@ def test_response_with_partial_success() -> None:
     response.partial_success.error_message = "bad"
     document = json.loads(message_to_json(response))
     assert document == {"partialSuccess": {"rejectedSpans": "2", "errorMessage": "bad"}}
+
+
+SPAN_KIND = b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"kind": %s}]}]}]}'
+STATUS = b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"status": {"code": %s}}]}]}]}'
+SEVERITY = b'{"resourceLogs": [{"scopeLogs": [{"logRecords": [{"%s": %s}]}]}]}'
+TEMPORALITY = b'{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"sum": {"%s": %s}}]}]}]}'
+
+
+@pytest.mark.parametrize(
+    ("body", "message_type"),
+    [
+        (SPAN_KIND % b'"SPAN_KIND_SERVR"', ExportTraceServiceRequest),
+        (STATUS % b'"STATUS_CODE_EROR"', ExportTraceServiceRequest),
+        (SEVERITY % (b"severityNumber", b'"WARNING"'), ExportLogsServiceRequest),
+        (SEVERITY % (b"severity_number", b'"SEVERITY_NUMBER_WARNING"'), ExportLogsServiceRequest),
+        (TEMPORALITY % (b"aggregationTemporality", b'"DELTA"'), ExportMetricsServiceRequest),
+    ],
+)
+def test_an_unknown_enum_name_is_refused_not_taken_for_zero(
+    body: bytes, message_type: type[Message]
+) -> None:
+    """Protobuf's parser, told to ignore unknown fields, takes an unknown enum name for 0: a
+    misspelled span kind would be stored as UNSPECIFIED. The Collector refuses it (400)."""
+    with pytest.raises(InvalidRequestError, match="is not a known name"):
+        json_to_protobuf(body, message_type)
+
+
+def test_enums_are_taken_as_integers_names_and_unknown_integers() -> None:
+    for kind, expected in ((b"2", 2), (b'"SPAN_KIND_SERVER"', 2), (b"42", 42)):
+        raw = json_to_protobuf(SPAN_KIND % kind, ExportTraceServiceRequest)
+        span = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
+        assert span.kind == expected
+    raw = json_to_protobuf(
+        SEVERITY % (b"severityNumber", b'"SEVERITY_NUMBER_WARN"'), ExportLogsServiceRequest
+    )
+    record = ExportLogsServiceRequest.FromString(raw).resource_logs[0].scope_logs[0].log_records[0]
+    assert record.severity_number == 13
+    raw = json_to_protobuf(
+        TEMPORALITY % (b"aggregation_temporality", b'"AGGREGATION_TEMPORALITY_DELTA"'),
+        ExportMetricsServiceRequest,
+    )
+    metric = ExportMetricsServiceRequest.FromString(raw).resource_metrics[0].scope_metrics[0]
+    assert metric.metrics[0].sum.aggregation_temporality == 1
+
+
+def test_an_attribute_named_like_an_enum_field_is_a_value_like_any_other() -> None:
+    body = (
+        b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [{"key": "kind", '
+        b'"value": {"stringValue": "SPAN_KIND_SERVR"}}]}]}]}]}'
+    )
+    raw = json_to_protobuf(body, ExportTraceServiceRequest)
+    span = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
+    assert span.attributes[0].value.string_value == "SPAN_KIND_SERVR"
