@@ -316,9 +316,18 @@ class _Parser:
             if not pa.types.is_map(type_):
                 raise self.error(f"column {name} is {type_}, not a map", name)
             return Column(name, type_.item_type, _unquote(key.text))
-        if not _comparable(type_):
-            raise self.error(f"column {name} of type {type_} cannot be compared", name)
+        if not _comparable(type_) and not self.null_test_ahead():
+            raise self.error(
+                f"column {name} of type {type_} cannot be compared (only IS [NOT] NULL)", name
+            )
         return Column(name, type_)
+
+    def null_test_ahead(self) -> bool:
+        """Does `IS [NOT] NULL` come next? Any column may be tested for NULL, also one that
+        cannot be compared: whether an exponential histogram has a negative range, a span
+        a status message struct, a row a list at all."""
+        ahead = [t.text if t.kind == "keyword" else "" for t in self.tokens[self.i : self.i + 3]]
+        return ahead[:2] == ["IS", "NULL"] or ahead[:3] == ["IS", "NOT", "NULL"]
 
     def literal(self) -> object:
         if self.typed_literal_ahead():
@@ -462,6 +471,18 @@ class Predicate:
     @property
     def columns(self) -> set[str]:
         return {leaf.column.name for leaf in leaves(self.node)}
+
+    @property
+    def nested_null_tests(self) -> list[str]:
+        """The columns of a type that cannot be compared (structs, lists, maps) this condition
+        tests for NULL: a scan reads them, but delta-rs's delete and merge cannot plan them."""
+        return sorted(
+            {
+                leaf.column.name
+                for leaf in leaves(self.node)
+                if isinstance(leaf, IsNull) and not _comparable(leaf.column.type)
+            }
+        )
 
     def to_sql(self, dialect: Dialect = "datafusion", alias: str | None = None) -> str:
         """The condition as SQL for delta-rs (DataFusion) or Spark, every literal quoted by us."""

@@ -438,6 +438,13 @@ class Table:
 
     def _delete(self, predicate: Predicate, engine: EngineName | None) -> DeleteResult:
         chosen = self._engine(engine)
+        if chosen.dialect == "datafusion" and predicate.nested_null_tests:
+            names = ", ".join(predicate.nested_null_tests)
+            raise InvalidPredicateError(
+                f"delta-rs cannot delete by IS [NOT] NULL on {names} (not a plain column); "
+                "query by it, or delete with engine='spark'",
+                predicate.text,
+            )
         condition = predicate.to_sql(chosen.dialect)
         deleted, version = self._committing(
             "delete", chosen, lambda commit_id: chosen.delete(self.name, condition, commit_id)

@@ -45,6 +45,8 @@ def test_grammar_builds_the_expected_tree() -> None:
     [
         ("trace_id IS NULL", IsNull),
         ("trace_id is not null", IsNull),
+        ("events IS NULL", IsNull),  # any column may be tested for NULL, a list or a map too
+        ("attributes is not null", IsNull),
         ("duration_ns BETWEEN 1 AND 10", Between),
         ("duration_ns NOT BETWEEN 1 AND 10", Between),
         ("name LIKE 'GET %'", Like),
@@ -154,6 +156,9 @@ def test_a_retired_column_is_named_with_what_replaced_it() -> None:
         "date = '2024-13-45'",
         "start_time > 'yesterday'",
         "events = 'x'",
+        "events IS 'x'",
+        "events NOT NULL",
+        "events IS NOT 1",
         "attributes = 'x'",
         "service_name['k'] = 'x'",
         "attributes[1] = 'x'",
@@ -230,6 +235,7 @@ AGREEMENT = [
     "date < DATE '2024-11-20' AND start_time < '2024-11-19 08:00:01.5'",
     "trace_state = 'vendor=abc,other=1'",
     "status_message = 'it''s'",
+    "links IS NULL OR events IS NOT NULL",
 ]
 
 

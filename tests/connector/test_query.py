@@ -320,3 +320,24 @@ def test_trace_lookup_in_files_as_ingested_skips_row_groups_by_bloom_filters(
         assert plan.row_groups_scanned < covering  # the filters rule the id out of the rest
         assert plan.row_groups_scanned >= (1 if rows else 0)
         assert spans.trace(trace_id).num_rows == rows
+
+
+def test_a_struct_column_can_be_tested_for_null(lake) -> None:
+    """An exponential histogram's `negative` range (a struct) may be absent: which points have
+    one is a question the filter answers, though the struct cannot be compared."""
+    points = lake.table("metrics_exponential_histogram")
+    with_negative = points.query().filter("negative IS NOT NULL").select(["scale"]).to_pylist()
+    without = points.query().filter("negative IS NULL AND scale > 0").select(["scale"]).to_pylist()
+    assert with_negative == [{"scale": -3}]
+    assert without == [{"scale": 20}]
+
+
+def test_delta_rs_refuses_to_delete_by_a_struct_null_test_and_deletes_nothing(lake) -> None:
+    """delta-rs's delete cannot plan `IS NULL` on a struct (its kernel answers "unknown
+    column"): the connector says so, naming the column and the engine that can."""
+    points = lake.table("metrics_exponential_histogram")
+    before = points.version()
+    with pytest.raises(InvalidPredicateError, match=r"on negative .*engine='spark'"):
+        points.delete("negative IS NULL")
+    assert points.version() == before
+    assert points.query().count() == 2

@@ -71,6 +71,15 @@ def test_delete_same_counts_and_rows(twins) -> None:
         sp.delete("1=1 OR service_name = 'x'; DROP TABLE spans")
 
 
+def test_spark_deletes_by_a_struct_null_test(bridge_lake: Path, tmp_path: Path, spark) -> None:
+    """What delta-rs cannot plan (IS NULL on a struct, refused by the connector), Spark can."""
+    shutil.copytree(bridge_lake, tmp_path / "lake")
+    lake = DeltaLakeConnector(DeltaConfig.for_path(tmp_path / "lake"), spark=spark)
+    points = lake.table("metrics_exponential_histogram")
+    assert points.delete("negative IS NULL", engine="spark").deleted == 1
+    assert points.query().select(["scale"]).to_pylist() == [{"scale": -3}]
+
+
 def test_optimize_z_order_and_vacuum(twins) -> None:
     rs, sp = twins
     before = normalized(rs)
