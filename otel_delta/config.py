@@ -274,7 +274,7 @@ class TableSettings(Section):
     change_data_feed: bool = False
     # Delta log entries (time travel) are kept this long (delta.logRetentionDuration; Delta's
     # default is 30 days); each maintenance checkpoint removes older ones. On a local file system
-    # every commit lists the whole log, so a long log slows commits (README: Long-run health)
+    # every commit lists the whole log, so a long log slows commits (docs/performance.md)
     log_retention_hours: float = Field(720.0, ge=1, le=100 * 365 * 24)
     parallelism: int = Field(4, gt=0, le=10_000)  # compatibility only (COMPATIBILITY_KEYS)
     batch_size: int = Field(10_000, gt=0, le=100_000_000)  # compatibility only

@@ -2,7 +2,7 @@
 
 A flush's Parquet encoding takes seconds of a core while requests keep arriving; at the same
 priority a request's conversion shares the cores with it and waits, and that wait was most of
-the Export latency's tail at 80% of the bridge's rate (README, Performance). Niced, the
+the Export latency's tail at 80% of the bridge's rate (docs/performance.md). Niced, the
 encoding takes the cores the requests leave. But a niced thread cannot get its priority back
 (without CAP_SYS_NICE), and when the cores are saturated it gets about a tenth of one: a
 bridge whose every commit ran niced stored a quarter less under a saturating load. So only

@@ -83,7 +83,7 @@ class TableWriter(Protocol):
         """Whether the next commits may spread their work over every core. The buffer turns it
         on while its commits are what everything else waits for: requests waiting for the
         memory that only a commit frees, or the bridge shutting down. Off, a commit keeps to
-        its thread, which costs less CPU per item (README, Performance)."""
+        its thread, which costs less CPU per item (docs/performance.md)."""
         ...
 
     def yield_while(self, condition: Callable[[], bool]) -> None:
