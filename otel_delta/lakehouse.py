@@ -134,6 +134,23 @@ def commit_info(operation: str | None, metrics: dict[str, int] | None = None) ->
     return custom
 
 
+def commit_metadata(
+    operation: str | None = None,
+    metrics: dict[str, int] | None = None,
+    read_version: int | None = None,
+    commit_id: str | None = None,
+) -> dict[str, str]:
+    """Everything of ours in a commit's commit info (`Lakehouse.commit_properties`): a
+    commit delta-rs makes carries it as its custom metadata, one the bridge publishes itself
+    (engines/local_commit) in the same keys."""
+    custom = commit_info(operation, metrics)
+    if read_version is not None:
+        custom[READ_VERSION] = str(read_version)
+    if commit_id is not None:
+        custom[COMMIT_ID] = commit_id
+    return custom
+
+
 def holds_transaction(table: DeltaTable, app_transaction: Transaction) -> bool:
     """Does the table already hold this transaction (at its version or a later one)?"""
     version = table.transaction_version(app_transaction.app_id)
@@ -292,11 +309,7 @@ class Lakehouse:
         it lost a race and was rebased, which delta-rs records only for its own writes), and
         the commit's `commit_id` (`COMMIT_ID`), by which its caller finds the commit's version
         in the log (engines/commit_log.own_commit)."""
-        custom = commit_info(operation, metrics)
-        if read_version is not None:
-            custom[READ_VERSION] = str(read_version)
-        if commit_id is not None:
-            custom[COMMIT_ID] = commit_id
+        custom = commit_metadata(operation, metrics, read_version, commit_id)
         return CommitProperties(
             max_commit_retries=self.max_commit_retries,
             app_transactions=[app_transaction] if app_transaction else None,

@@ -24,9 +24,11 @@ from deltalake import (
 )
 from deltalake.exceptions import CommitFailedError, DeltaError
 
+from otel_delta.engines import local_commit
 from otel_delta.engines.base import rows_rejected
 from otel_delta.engines.commit_log import log_entry, own_commit
 from otel_delta.engines.data_files import (
+    DataFile,
     added,
     commit_actions,
     local_filesystem,
@@ -38,7 +40,7 @@ from otel_delta.engines.data_files import (
 )
 from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError, describe
-from otel_delta.lakehouse import COMMIT_ID, Lakehouse, holds_transaction
+from otel_delta.lakehouse import COMMIT_ID, Lakehouse, commit_metadata, holds_transaction
 from otel_delta.priority import background_threads
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
@@ -86,6 +88,10 @@ class DeltaRsEngine:
         self.transient_retries = transient_retries
         self._tables: dict[str, DeltaTable] = {}
         self._appends: dict[str, int] = {}  # appends through each cached handle
+        # the latest version of each cached table known here: the handle's, or a later one of
+        # a commit of ours published without delta-rs (engines/local_commit)
+        self._versions: dict[str, int] = {}
+        self._no_links: set[str] = set()  # tables on a file system without hard links
         self._local: dict[str, pa_fs.FileSystem | None] = {}  # local_filesystem of each table
         self._locks = {name: threading.Lock() for name in TABLES}
         self._writer_properties = {name: lakehouse.writer_properties(name) for name in TABLES}
@@ -122,7 +128,11 @@ class DeltaRsEngine:
     def forget(self, name: str) -> None:
         """Drop the cached handle (e.g. after a schema change), so the next commit reloads."""
         with self._locks[name]:
-            self._tables.pop(name, None)
+            self._drop(name)
+
+    def _drop(self, name: str) -> None:
+        self._tables.pop(name, None)
+        self._versions.pop(name, None)
 
     def open(self, name: str) -> DeltaTable:
         """The cached handle, creating the table if absent (see Lakehouse.create_table).
@@ -141,25 +151,34 @@ class DeltaRsEngine:
         from the first to the last 10%, against 26.9 → 37.7 ms reopened every 100 appends)."""
         table = self._tables.get(name)
         if table is not None and self._appends.get(name, 0) >= self.lakehouse.checkpoint_interval:
+            self._versions.pop(name, None)
             table = self._tables[name] = self.lakehouse.open_table(name)
             self._appends[name] = 0
         elif table is None:
             table = self._tables[name] = self.lakehouse.create_table(name)
             self._appends[name] = 0
         elif self._moved_on(name, table):
-            table.update_incremental()
+            self._catch_up(name, table)
         return table
 
+    def _latest(self, name: str, table: DeltaTable) -> int:
+        return max(self._versions.get(name, -1), table.version())
+
+    def _catch_up(self, name: str, table: DeltaTable) -> None:
+        """Read the log's tail into the handle."""
+        table.update_incremental()
+        self._versions[name] = table.version()
+
     def _moved_on(self, name: str, table: DeltaTable) -> bool:
-        """Is there a commit after the handle's version? On a local file system: is the next
-        version's log entry there (one stat); elsewhere assumed, and the tail is read (object
-        stores list from an offset)."""
+        """Has someone else committed since the latest version known here? On a local file
+        system: is the next version's log entry there (one stat); elsewhere assumed, and the
+        tail is read (object stores list from an offset)."""
         if name not in self._local:
             self._local[name] = local_filesystem(self.uri(name))
         local = self._local[name]
         if local is None:
             return True
-        entry = log_entry(table.version() + 1)
+        entry = log_entry(self._latest(name, table) + 1)
         return local.get_file_info(entry).type != pa_fs.FileType.NotFound
 
     # --- appends ---------------------------------------------------------------------------
@@ -189,7 +208,7 @@ class DeltaRsEngine:
             self._appends[table_name] = self._appends.get(table_name, 0) + 1
             return table.version() if version is None else version
         except Exception as exc:
-            self._tables.pop(table_name, None)  # reload the log before the next attempt
+            self._drop(table_name)  # reload the log before the next attempt
             if rows_rejected(exc):  # not retried: these rows can never commit
                 first = describe(exc).split(" Preview of invalid data")[0]
                 raise RowsRejectedError(f"{table_name} refused the rows: {first}") from exc
@@ -248,7 +267,10 @@ class DeltaRsEngine:
             self._placement,
         )
         now_ms = int(time.time() * 1000)
-        read_version = table.version()
+        read_version = self._latest(table_name, table)  # what the append was planned on
+        own = self._publish(table_name, table, files, partition_by, app_transaction, now_ms)
+        if own is not None:
+            return own
         commit_id = uuid.uuid4().hex
         commit_actions(
             table,
@@ -266,11 +288,68 @@ class DeltaRsEngine:
             filesystem, read_version, commit_id, attempts=self.transient_retries + 1
         )
         try:
-            table.update_incremental()  # the handle does not follow a transaction's commit
+            self._catch_up(table_name, table)  # the handle does not follow a transaction's commit
         except Exception as exc:
             log.warning("reloading %s after its commit: %s", table_name, describe(exc))
-            self._tables.pop(table_name, None)
+            self._drop(table_name)
         return version
+
+    def _publish(
+        self,
+        table_name: str,
+        table: DeltaTable,
+        files: list[DataFile],
+        partition_by: list[str],
+        app_transaction: Transaction | None,
+        now_ms: int,
+    ) -> int | None:
+        """Commit the files ourselves where the table allows (engines/local_commit), at the
+        version after the latest known here; that version, or None when delta-rs must commit
+        them: not a local table, a protocol that asks more of a writer, or another writer had
+        that version already (the handle then reads what it committed)."""
+        log_dir = local_commit.log_directory(table)
+        if log_dir is None or table_name in self._no_links:
+            return None
+        if not local_commit.blind_appendable(table):
+            return None
+        version = self._latest(table_name, table) + 1
+        metadata = commit_metadata(
+            metrics=added(files), read_version=version - 1, commit_id=uuid.uuid4().hex
+        )
+        body = local_commit.entry(files, partition_by, metadata, app_transaction, now_ms)
+        try:
+            published = local_commit.publish(log_dir, version, body)
+        except OSError as exc:
+            if exc.errno not in local_commit.NO_LINKS:
+                raise
+            log.warning("%s: no hard links in %s (%s): delta-rs commits", table_name, log_dir, exc)
+            self._no_links.add(table_name)
+            return None
+        if not published:
+            self._catch_up(table_name, table)
+            return None
+        # committed: from here on nothing may raise an error that would append the rows again
+        self._versions[table_name] = version
+        self._checkpoint_after(table_name, table, version)
+        return version
+
+    def _checkpoint_after(self, table_name: str, table: DeltaTable, version: int) -> None:
+        """What delta-rs's post-commit hook does after an append (`Lakehouse.append_hooks`): a
+        checkpoint after every `delta.checkpointInterval`-th commit, and then the expired log's
+        clean-up unless the maintainer does it. A failure leaves the next checkpoint to the
+        next interval or the maintainer: the commit stands."""
+        configured = table.metadata().configuration.get("delta.checkpointInterval")
+        interval = int(configured) if configured else self.lakehouse.checkpoint_interval
+        if (version + 1) % interval:  # as delta-rs counts: after every interval-th commit
+            return
+        try:
+            self._catch_up(table_name, table)
+            table.create_checkpoint()
+            if self.lakehouse.expired_logs_on_commit:
+                table.cleanup_metadata()
+        except Exception as exc:
+            log.warning("checkpoint of %s at version %d: %s", table_name, version, describe(exc))
+            self._drop(table_name)  # the next append reopens the table
 
     # --- operations ------------------------------------------------------------------------
 

@@ -24,6 +24,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from otel_delta.engines import local_commit
+
 REPO = Path(__file__).resolve().parents[2]
 JAVA_SOURCE = Path(__file__).with_name("java") / "SlowRenameLocalFs.java"
 DEFAULT_STORE = "io.delta.storage.HDFSLogStore"  # Delta 4.0's store for file:// paths
@@ -162,6 +164,9 @@ def emit(kind: str, payload) -> None:
 
 
 # ---------------------------------------------------------------- the race (parent process)
+
+
+BRIDGE_CLIENTS = (local_commit.CLIENT, "delta-rs")
 
 
 @dataclass
@@ -363,7 +368,8 @@ def check(
         {
             v
             for v in delta_rs_acked.values()
-            if not str(infos.get(v, {}).get("clientVersion", "")).startswith("delta-rs")
+            # the bridge's engine: its own local commits, or delta-rs's where it commits
+            if not str(infos.get(v, {}).get("clientVersion", "")).startswith(BRIDGE_CLIENTS)
         }
     )
     tags = Counter(info.get("userMetadata") for info in infos.values())
