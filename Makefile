@@ -19,7 +19,7 @@ JARS += $(KAFKA_JARS)
 
 .PHONY: setup run test quick lint bench bench-trace bench-backfill clean jars proto native collector loadgen
 .PHONY: collector-kafka
-.PHONY: s3-server azure-server kafka js-sdk
+.PHONY: s3-server azure-server kafka js-sdk java-sdk
 
 # gRPC code of our own protos/ (ConnectorService), generated, never committed
 PROTOS := $(wildcard protos/*/*/*.proto)
@@ -187,6 +187,23 @@ $(JS_SDK):
 	npm install --prefix $$tmp --no-audit --no-fund --loglevel=error; \
 	rm -rf $(JS_SDK_DIR); mv $$tmp $(JS_SDK_DIR)
 
+# The OpenTelemetry Java SDK and its OTLP exporters (grpc and http/protobuf over OkHttp), the Java
+# client of tests/transports/test_java_sdk.py: the jars of tools/java-sdk/pom.xml from Maven
+# Central, and our tools/java-sdk/Export.java compiled beside them, into the same cache, in a folder
+# named by a hash of both files (as tests/tools.py finds it), so an edit builds afresh.
+JAVA_SDK_SOURCES := tools/java-sdk/pom.xml tools/java-sdk/Export.java
+JAVA_SDK_HASH := $(shell cat $(JAVA_SDK_SOURCES) 2>/dev/null | sha256sum | cut -c1-12)
+JAVA_SDK_DIR := $(TOOLS_CACHE)/otel-java-$(JAVA_SDK_HASH)
+JAVA_SDK := $(JAVA_SDK_DIR)/classes/Export.class
+
+java-sdk: $(JAVA_SDK)
+
+$(JAVA_SDK):
+	$(TOOLS_TMP); mvn -q -f tools/java-sdk/pom.xml dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory=$$tmp/libs; \
+	javac -d $$tmp/classes -cp "$$tmp/libs/*" tools/java-sdk/Export.java; \
+	rm -rf $(JAVA_SDK_DIR); mv $$tmp $(JAVA_SDK_DIR)
+
 # Apache Kafka, a broker for the tests of the Kafka source (tests/kafka/): one process that is both
 # broker and controller (KRaft, no ZooKeeper), run by tests/kafka straight from the jars of
 # kafka_2.13 (tools/kafka/pom.xml); from Maven Central into the same cache: Maven copies
@@ -209,7 +226,7 @@ lint: setup
 	$(VENV)/bin/ruff check otel_delta tests bench
 	$(VENV)/bin/ruff format --check otel_delta tests bench
 
-test: lint $(OTELCOL) $(OTELCOL_KAFKA) $(TELEMETRYGEN) $(VERSITYGW) $(AZURITE) $(KAFKA) $(JS_SDK)
+test: lint $(OTELCOL) $(OTELCOL_KAFKA) $(TELEMETRYGEN) $(VERSITYGW) $(AZURITE) $(KAFKA) $(JS_SDK) $(JAVA_SDK)
 	$(VENV)/bin/pytest
 
 quick: setup

@@ -115,3 +115,16 @@ def js_sdk_modules() -> Path:
     if not (modules / "@opentelemetry" / "sdk-trace" / "package.json").is_file():
         raise FileNotFoundError(f"{modules} is missing: run `make js-sdk` (make test does)")
     return modules
+
+
+def java_sdk_classpath() -> str:
+    """The class path of tools/java-sdk/Export.java compiled beside the OpenTelemetry Java SDK's
+    jars (tools/java-sdk/pom.xml), as `make java-sdk` builds them (make test does) in a folder
+    named by a hash of both files, as the Makefile names it. Missing: an error naming the
+    target, never a skip."""
+    source = ROOT / "tools" / "java-sdk"
+    sources = b"".join((source / name).read_bytes() for name in ("pom.xml", "Export.java"))
+    folder = tools_cache() / f"otel-java-{hashlib.sha256(sources).hexdigest()[:12]}"
+    if not (folder / "classes" / "Export.class").is_file():
+        raise FileNotFoundError(f"{folder} is missing: run `make java-sdk` (make test does)")
+    return f"{folder / 'classes'}{os.pathsep}{folder / 'libs' / '*'}"
