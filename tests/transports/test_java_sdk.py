@@ -1,0 +1,227 @@
+"""The OpenTelemetry Java SDK's own OTLP exporters as clients, as a Java service runs them (batch
+span and log processors, a periodic metric reader; OkHttp under both the grpc and the
+http/protobuf exporter, with the SDK's own retry policy), against `otel-delta serve` as users
+start it (the default `ack = "wal"`). tools/java-sdk/Export.java (`make java-sdk` builds it)
+exports a bounded run of spans, logs and metrics and prints what the SDK handed its exporters;
+every item must come back from the tables once, every field as the SDK recorded it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.certs import make_certs
+from tests.helpers import ServeProcess, bridge_config, read_table
+from tests.tools import java_sdk_classpath
+
+pytestmark = pytest.mark.e2e
+
+TRACES = 300  # 600 spans: more than one batch of the BatchSpanProcessor (512)
+TOKEN = "java-sdk-test-token-0123456789"
+# the SDK's attribute types as the tables record them (strings have no entry)
+SCALAR_TYPES = {"LONG": "int", "DOUBLE": "double", "BOOLEAN": "bool"}
+ARRAY_VALUES = {
+    "STRING_ARRAY": "stringValue",
+    "LONG_ARRAY": "intValue",
+    "DOUBLE_ARRAY": "doubleValue",
+    "BOOLEAN_ARRAY": "boolValue",
+}
+
+
+def _export(protocol: str, endpoint: str, service: str, *flags: str) -> subprocess.CompletedProcess:
+    java = shutil.which("java")
+    assert java, "java is not on PATH (the machine's Java 17 runs the Java SDK)"
+    return subprocess.run(
+        [java, "-cp", java_sdk_classpath(), "Export", protocol, endpoint, service, *flags],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _sent(done: subprocess.CompletedProcess) -> dict[str, Any]:
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _endpoint(serve: ServeProcess, protocol: str, scheme: str = "http") -> str:
+    port = serve.port if protocol == "grpc" else serve.http_port
+    return f"{scheme}://127.0.0.1:{port}"
+
+
+def _text(value: Any) -> str:
+    """An attribute value as the tables hold it: text, arrays as compact JSON."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return str(value)
+
+
+def _assert_attributes(row: dict, prefix: str, recorded: dict[str, dict]) -> None:
+    """`recorded`: {key: {"type": the SDK's AttributeType, "value": ...}}."""
+    assert dict(row[f"{prefix}attributes"]) == {k: _text(a["value"]) for k, a in recorded.items()}
+    types = dict(row[f"{prefix}attribute_types"] or [])
+    for key, attribute in recorded.items():
+        kind = attribute["type"]
+        if kind in ARRAY_VALUES:
+            values = json.loads(types[key])["arrayValue"]["values"]
+            assert [list(v) for v in values] == [[ARRAY_VALUES[kind]]] * len(attribute["value"])
+        else:
+            assert types.get(key) == SCALAR_TYPES.get(kind), key
+
+
+def _assert_stored(lake: Path, service: str, sent: dict[str, Any]) -> None:
+    rows = [r for r in read_table(lake, "spans").to_pylist() if r["service_name"] == service]
+    assert len(rows) == len(sent["spans"]) == 2 * TRACES
+    assert not [k for k, n in Counter(r["span_id"] for r in rows).items() if n > 1]
+    spans = {r["span_id"]: r for r in rows}
+    for recorded in sent["spans"]:
+        row = spans[recorded["span_id"]]
+        assert row["trace_id"] == recorded["trace_id"]
+        assert (row["parent_span_id"] or None) == recorded["parent_span_id"]
+        assert row["name"] == recorded["name"]
+        assert row["kind"] == f"SPAN_KIND_{recorded['kind']}"
+        assert row["start_time_unix_nano"] == recorded["start"]
+        assert row["duration_ns"] == recorded["end"] - recorded["start"]
+        assert row["status_code"] == f"STATUS_CODE_{recorded['status']}"
+        assert row["status_message"] == recorded["status_message"]
+        assert [row["scope_name"], row["scope_version"]] == recorded["scope"]
+        _assert_attributes(row, "", recorded["attributes"])
+        _assert_attributes(row, "resource_", recorded["resource"])
+        assert len(row["events"]) == len(recorded["events"])
+        for event, sent_event in zip(row["events"], recorded["events"], strict=True):
+            assert (event["name"], event["time_unix_nano"]) == (
+                sent_event["name"],
+                sent_event["time"],
+            )
+            _assert_attributes(event, "", sent_event["attributes"])
+        assert len(row["links"]) == len(recorded["links"])
+        for link, sent_link in zip(row["links"], recorded["links"], strict=True):
+            assert (link["trace_id"], link["span_id"]) == (
+                sent_link["trace_id"],
+                sent_link["span_id"],
+            )
+            _assert_attributes(link, "", sent_link["attributes"])
+
+    logs = read_table(lake, "logs").to_pylist()
+    logs = sorted(
+        (r for r in logs if r["service_name"] == service), key=lambda r: r["time_unix_nano"]
+    )
+    assert len(logs) == len(sent["logs"]) == 2
+    for row, recorded in zip(logs, sorted(sent["logs"], key=lambda r: r["time"]), strict=True):
+        assert row["time_unix_nano"] == recorded["time"]
+        assert row["observed_time_unix_nano"] == recorded["observed"]
+        assert row["severity_number"] == recorded["severity_number"]
+        assert row["severity_text"] == recorded["severity_text"]
+        assert row["event_name"] == (recorded["event_name"] or "")
+        assert (row["trace_id"] or None) == recorded["trace_id"]
+        assert (row["span_id"] or None) == recorded["span_id"]
+        assert row["scope_name"] == recorded["scope"]
+        _assert_attributes(row, "", recorded["attributes"])
+        if isinstance(recorded["body"], str):
+            assert row["body"] == recorded["body"] and row["body_type"] is None
+        else:  # a map body: its JSON, and its OTLP form to tell ints from doubles
+            assert json.loads(row["body"]) == recorded["body"]
+            assert "kvlistValue" in json.loads(row["body_type"])
+    # the error log carries the context of the first child span
+    assert logs[0]["span_id"] in spans and spans[logs[0]["span_id"]]["parent_span_id"]
+
+    points: dict[str, dict] = {}
+    for table in ("metrics_sum", "metrics_gauge", "metrics_histogram"):
+        for row in read_table(lake, table).to_pylist():
+            if row["service_name"] == service:
+                assert row["metric_name"] not in points, "a point stored twice"
+                points[row["metric_name"]] = {**row, "table": table}
+    assert set(points) == {p["name"] for p in sent["metrics"]}
+    assert len(sent["metrics"]) == 3
+    for recorded in sent["metrics"]:
+        row = points[recorded["name"]]
+        assert row["scope_name"] == recorded["scope"] and row["scope_version"] == "7.8.9"
+        assert row["metric_unit"] == recorded["unit"]
+        assert row["start_time_unix_nano"] == recorded["start"]
+        assert row["time_unix_nano"] == recorded["time"]
+        _assert_attributes(row, "", recorded["attributes"])
+        if recorded["type"] == "LONG_SUM":  # Java's counters count in longs
+            assert row["table"] == "metrics_sum"
+            assert row["value_int"] == recorded["value"] == 7 and row["value_double"] is None
+            assert row["is_monotonic"] is recorded["monotonic"] is True
+        elif recorded["type"] == "DOUBLE_GAUGE":
+            assert row["table"] == "metrics_gauge"
+            assert row["value_double"] == recorded["value"] == 21.5
+        else:
+            assert recorded["type"] == "HISTOGRAM" and row["table"] == "metrics_histogram"
+            assert row["count"] == recorded["count"] == 2
+            assert [row["sum"], row["min"], row["max"]] == [
+                recorded["sum"],
+                recorded["min"],
+                recorded["max"],
+            ]
+            assert row["explicit_bounds"] == recorded["bounds"]
+            assert row["bucket_counts"] == recorded["counts"]
+        if "temporality" in recorded:
+            assert row["aggregation_temporality"] == (
+                f"AGGREGATION_TEMPORALITY_{recorded['temporality']}"
+            )
+
+
+@pytest.mark.parametrize(
+    "protocol, flags",
+    [("grpc", ()), ("http/protobuf", ("--gzip",))],
+    ids=["grpc", "http-protobuf-gzip"],
+)
+def test_java_sdk_exports_land_once_with_every_field(
+    protocol: str, flags: tuple[str, ...], tmp_path: Path
+) -> None:
+    serve = ServeProcess(bridge_config(tmp_path))
+    try:
+        sent = _sent(
+            _export(protocol, _endpoint(serve, protocol), "java", "--traces", str(TRACES), *flags)
+        )
+    finally:
+        assert serve.stop() == 0, "".join(serve.lines)
+    _assert_stored(tmp_path / "lake", "java", sent)
+
+
+def test_java_sdk_over_tls_with_a_token(tmp_path: Path) -> None:
+    """TLS with the SDK's trusted certificates and the bearer token in a header, as the Java
+    exporters send them over each protocol (gzip'd over gRPC); a wrong or missing token is
+    refused, the exporter says why, the program fails and nothing of it is stored."""
+    certs = make_certs(tmp_path / "certs")
+    config = bridge_config(
+        tmp_path,
+        f'[receiver.tls]\ncert_file = "{certs.server_cert}"\nkey_file = "{certs.server_key}"\n'
+        '[receiver.auth]\ntoken_env = "JAVA_SDK_TOKEN"\n',
+    )
+    serve = ServeProcess(config, env={"JAVA_SDK_TOKEN": TOKEN})
+    ca = ("--ca", str(certs.ca))
+    sent: dict[str, Any] = {}
+    try:
+        for protocol, service, flags in [
+            ("grpc", "java-grpc", ("--gzip", "--token", TOKEN)),
+            ("http/protobuf", "java-http", ("--token", TOKEN)),
+        ]:
+            endpoint = _endpoint(serve, protocol, "https")
+            sent[service] = _sent(
+                _export(protocol, endpoint, service, "--traces", str(TRACES), *flags, *ca)
+            )
+        wrong = _export("grpc", _endpoint(serve, "grpc", "https"), "intruder", "--token", "x", *ca)
+        missing = _export(
+            "http/protobuf", _endpoint(serve, "http/protobuf", "https"), "intruder", *ca
+        )
+    finally:
+        assert serve.stop() == 0, "".join(serve.lines)
+    assert wrong.returncode == 1 and "gRPC status code 16" in wrong.stderr, wrong.stderr
+    assert missing.returncode == 1 and "HTTP status code 401" in missing.stderr, missing.stderr
+    for service, recorded in sent.items():
+        _assert_stored(tmp_path / "lake", service, recorded)
+    for table in ("spans", "logs", "metrics_sum"):
+        assert "intruder" not in {
+            r["service_name"] for r in read_table(tmp_path / "lake", table).to_pylist()
+        }
