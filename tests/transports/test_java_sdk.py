@@ -26,6 +26,13 @@ TRACES = 300  # 600 spans: more than one batch of the BatchSpanProcessor (512)
 TOKEN = "java-sdk-test-token-0123456789"
 # the SDK's attribute types as the tables record them (strings have no entry)
 SCALAR_TYPES = {"LONG": "int", "DOUBLE": "double", "BOOLEAN": "bool"}
+# the SDK's metric types and the tables that hold them
+METRIC_TABLES = {
+    "LONG_SUM": "metrics_sum",
+    "DOUBLE_GAUGE": "metrics_gauge",
+    "HISTOGRAM": "metrics_histogram",
+    "EXPONENTIAL_HISTOGRAM": "metrics_exponential_histogram",
+}
 ARRAY_VALUES = {
     "STRING_ARRAY": "stringValue",
     "LONG_ARRAY": "intValue",
@@ -134,41 +141,59 @@ def _assert_stored(lake: Path, service: str, sent: dict[str, Any]) -> None:
     assert logs[0]["span_id"] in spans and spans[logs[0]["span_id"]]["parent_span_id"]
 
     points: dict[str, dict] = {}
-    for table in ("metrics_sum", "metrics_gauge", "metrics_histogram"):
+    for table in METRIC_TABLES.values():
         for row in read_table(lake, table).to_pylist():
             if row["service_name"] == service:
                 assert row["metric_name"] not in points, "a point stored twice"
                 points[row["metric_name"]] = {**row, "table": table}
-    assert set(points) == {p["name"] for p in sent["metrics"]}
-    assert len(sent["metrics"]) == 3
+    assert sorted(points) == sorted(p["name"] for p in sent["metrics"])
+    assert len(sent["metrics"]) == 4
     for recorded in sent["metrics"]:
         row = points[recorded["name"]]
+        assert row["table"] == METRIC_TABLES[recorded["type"]]
         assert row["scope_name"] == recorded["scope"] and row["scope_version"] == "7.8.9"
         assert row["metric_unit"] == recorded["unit"]
         assert row["start_time_unix_nano"] == recorded["start"]
         assert row["time_unix_nano"] == recorded["time"]
         _assert_attributes(row, "", recorded["attributes"])
-        if recorded["type"] == "LONG_SUM":  # Java's counters count in longs
-            assert row["table"] == "metrics_sum"
-            assert row["value_int"] == recorded["value"] == 7 and row["value_double"] is None
-            assert row["is_monotonic"] is recorded["monotonic"] is True
-        elif recorded["type"] == "DOUBLE_GAUGE":
-            assert row["table"] == "metrics_gauge"
-            assert row["value_double"] == recorded["value"] == 21.5
-        else:
-            assert recorded["type"] == "HISTOGRAM" and row["table"] == "metrics_histogram"
-            assert row["count"] == recorded["count"] == 2
-            assert [row["sum"], row["min"], row["max"]] == [
-                recorded["sum"],
-                recorded["min"],
-                recorded["max"],
-            ]
+        if "temporality" in recorded:
+            temporality = f"AGGREGATION_TEMPORALITY_{recorded['temporality']}"
+            assert row["aggregation_temporality"] == temporality
+        if "value" in recorded:  # Java's counters count in longs, its gauges in doubles
+            value = "value_int" if recorded["type"].startswith("LONG") else "value_double"
+            assert row[value] == recorded["value"] is not None
+        if "monotonic" in recorded:
+            assert row["is_monotonic"] is recorded["monotonic"]
+        for field in ("count", "sum", "min", "max", "scale", "zero_count"):
+            assert row.get(field) == recorded.get(field, row.get(field)), field
+        if recorded["type"] == "HISTOGRAM":
             assert row["explicit_bounds"] == recorded["bounds"]
             assert row["bucket_counts"] == recorded["counts"]
-        if "temporality" in recorded:
-            assert row["aggregation_temporality"] == (
-                f"AGGREGATION_TEMPORALITY_{recorded['temporality']}"
+        for side in ("positive", "negative"):
+            if side in recorded:
+                buckets = recorded[side]
+                assert row[side] == {
+                    "offset": buckets["offset"],
+                    "bucket_counts": buckets["counts"],
+                }
+        assert len(row["exemplars"]) == len(recorded["exemplars"])
+        for exemplar, sent_exemplar in zip(row["exemplars"], recorded["exemplars"], strict=True):
+            assert exemplar["time_unix_nano"] == sent_exemplar["time"]
+            assert (exemplar["trace_id"], exemplar["span_id"]) == (
+                sent_exemplar["trace_id"],
+                sent_exemplar["span_id"],
             )
+            value = "value_int" if isinstance(sent_exemplar["value"], int) else "value_double"
+            assert exemplar[value] == sent_exemplar["value"]
+            _assert_attributes(exemplar, "filtered_", sent_exemplar["attributes"])
+    # the points recorded in the first child span carry it as their exemplar
+    exemplified = {p["name"] for p in sent["metrics"] if p["exemplars"]}
+    assert exemplified == {
+        "orders.placed",
+        "http.server.request.duration",
+        "db.client.operation.duration",
+    }
+    assert points["db.client.operation.duration"]["zero_count"] == 1
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@
 //
 // endpoint is the bridge's base URL (http://127.0.0.1:4317 for grpc, http://127.0.0.1:4318 for
 // http/protobuf, https:// with --ca). Each trace is a SERVER span and a CLIENT child (attributes
-// of every type, an event, a link, a status); then two log records and a counter, a histogram
-// and a gauge. The providers are flushed and shut down, and what the SDK handed to its exporters
+// of every type, an event, a link, a status); then two log records, and a counter, a histogram,
+// a gauge and an exponential histogram, with exemplars of the first child span. The providers are flushed and shut down, and what the SDK handed to its exporters
 // is printed as one JSON line for the test to compare with the tables. Exits 1 if any export
 // failed (the exporter's own error on stderr), 2 on bad arguments. `make java-sdk` builds it.
 
@@ -23,8 +23,11 @@ import io.opentelemetry.api.metrics.DoubleHistogram;
 import io.opentelemetry.api.metrics.LongCounter;
 import io.opentelemetry.api.metrics.Meter;
 import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanContext;
 import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.api.trace.StatusCode;
+import io.opentelemetry.api.trace.TraceFlags;
+import io.opentelemetry.api.trace.TraceState;
 import io.opentelemetry.api.trace.Tracer;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.exporter.otlp.http.logs.OtlpHttpLogRecordExporter;
@@ -41,11 +44,18 @@ import io.opentelemetry.sdk.logs.data.LogRecordData;
 import io.opentelemetry.sdk.logs.export.BatchLogRecordProcessor;
 import io.opentelemetry.sdk.logs.export.LogRecordExporter;
 import io.opentelemetry.sdk.metrics.Aggregation;
+import io.opentelemetry.sdk.metrics.InstrumentSelector;
 import io.opentelemetry.sdk.metrics.InstrumentType;
 import io.opentelemetry.sdk.metrics.SdkMeterProvider;
+import io.opentelemetry.sdk.metrics.View;
 import io.opentelemetry.sdk.metrics.data.AggregationTemporality;
+import io.opentelemetry.sdk.metrics.data.DoubleExemplarData;
 import io.opentelemetry.sdk.metrics.data.DoublePointData;
+import io.opentelemetry.sdk.metrics.data.ExemplarData;
+import io.opentelemetry.sdk.metrics.data.ExponentialHistogramBuckets;
+import io.opentelemetry.sdk.metrics.data.ExponentialHistogramPointData;
 import io.opentelemetry.sdk.metrics.data.HistogramPointData;
+import io.opentelemetry.sdk.metrics.data.LongExemplarData;
 import io.opentelemetry.sdk.metrics.data.LongPointData;
 import io.opentelemetry.sdk.metrics.data.MetricData;
 import io.opentelemetry.sdk.metrics.data.PointData;
@@ -67,6 +77,7 @@ import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 
 public final class Export {
@@ -116,7 +127,7 @@ public final class Export {
                         .build()));
     List<String> contexts = run.sendSpans(resource, traces);
     run.sendLogs(resource, contexts.get(0), contexts.get(1));
-    run.sendMetrics(resource);
+    run.sendMetrics(resource, contexts.get(0), contexts.get(1));
 
     boolean failed = false;
     for (CompletableResultCode result : run.results) {
@@ -339,17 +350,11 @@ public final class Export {
             .addLogRecordProcessor(BatchLogRecordProcessor.builder(logExporter()).build())
             .build();
     Logger logger = provider.get("java.logger");
-    var spanContext =
-        io.opentelemetry.api.trace.SpanContext.create(
-            traceId,
-            spanId,
-            io.opentelemetry.api.trace.TraceFlags.getSampled(),
-            io.opentelemetry.api.trace.TraceState.getDefault());
     long now = System.currentTimeMillis();
     logger
         .logRecordBuilder()
         .setTimestamp(now - 5, TimeUnit.MILLISECONDS)
-        .setContext(Context.current().with(Span.wrap(spanContext)))
+        .setContext(Context.current().with(Span.wrap(sampled(traceId, spanId))))
         .setSeverity(Severity.ERROR)
         .setSeverityText("ERROR")
         .setBody("order 42 failed: Connection reset")
@@ -373,7 +378,13 @@ public final class Export {
     provider.shutdown().join(60, TimeUnit.SECONDS);
   }
 
-  private void sendMetrics(Resource resource) {
+  /**
+   * A counter, a histogram, a gauge and an exponential histogram (by a view, which also keeps
+   * one attribute of its measurements: the others go to its exemplars' filtered attributes).
+   * The counter and both histograms are recorded in the context of the given (sampled) span, so
+   * the SDK's default trace-based filter gives their points exemplars.
+   */
+  private void sendMetrics(Resource resource, String traceId, String spanId) {
     // an interval longer than the run: the reader exports once, when it is shut down
     SdkMeterProvider provider =
         SdkMeterProvider.builder()
@@ -382,19 +393,37 @@ public final class Export {
                 PeriodicMetricReader.builder(metricExporter())
                     .setInterval(Duration.ofMinutes(10))
                     .build())
+            .registerView(
+                InstrumentSelector.builder().setName("db.client.operation.duration").build(),
+                View.builder()
+                    .setAggregation(Aggregation.base2ExponentialBucketHistogram())
+                    .setAttributeFilter(Set.of("db.system.name"))
+                    .build())
             .build();
+    Context span = Context.current().with(Span.wrap(sampled(traceId, spanId)));
     Meter meter = provider.meterBuilder("java.meter").setInstrumentationVersion("7.8.9").build();
     LongCounter counter = meter.counterBuilder("orders.placed").setUnit("{order}").build();
-    counter.add(5, Attributes.of(AttributeKey.stringKey("region"), "eu"));
+    counter.add(5, Attributes.of(AttributeKey.stringKey("region"), "eu"), span);
     counter.add(2, Attributes.of(AttributeKey.stringKey("region"), "eu"));
     DoubleHistogram histogram =
         meter.histogramBuilder("http.server.request.duration").setUnit("s").build();
     Attributes route = Attributes.of(AttributeKey.stringKey("http.route"), "/orders/{id}");
-    histogram.record(0.125, route);
+    histogram.record(0.125, route, span);
     histogram.record(7.5, route);
     DoubleGauge gauge = meter.gaugeBuilder("cpu.temperature").setUnit("Cel").build();
     gauge.set(21.5, Attributes.of(AttributeKey.longKey("core"), 0L));
+    DoubleHistogram exponential =
+        meter.histogramBuilder("db.client.operation.duration").setUnit("s").build();
+    Attributes query =
+        Attributes.builder().put("db.system.name", "postgresql").put("db.rows", 3L).build();
+    exponential.record(0.002, query, span);
+    exponential.record(0.004, query);
+    exponential.record(0.0, query);
     provider.shutdown().join(60, TimeUnit.SECONDS);
+  }
+
+  private static SpanContext sampled(String traceId, String spanId) {
+    return SpanContext.create(traceId, spanId, TraceFlags.getSampled(), TraceState.getDefault());
   }
 
   // -- what was sent, as JSON-ready maps (ids as hex, times in ns)
@@ -474,7 +503,31 @@ public final class Export {
         row.put("max", p.getMax());
         row.put("bounds", p.getBoundaries());
         row.put("counts", p.getCounts());
+      } else if (point instanceof ExponentialHistogramPointData p) {
+        row.put("count", p.getCount());
+        row.put("sum", p.getSum());
+        row.put("min", p.getMin());
+        row.put("max", p.getMax());
+        row.put("scale", p.getScale());
+        row.put("zero_count", p.getZeroCount());
+        row.put("positive", buckets(p.getPositiveBuckets()));
+        row.put("negative", buckets(p.getNegativeBuckets()));
       }
+      List<Object> exemplars = new ArrayList<>();
+      for (ExemplarData exemplar : point.getExemplars()) {
+        Map<String, Object> one = new LinkedHashMap<>();
+        one.put("time", exemplar.getEpochNanos());
+        one.put("trace_id", exemplar.getSpanContext().getTraceId());
+        one.put("span_id", exemplar.getSpanContext().getSpanId());
+        one.put(
+            "value",
+            exemplar instanceof LongExemplarData e
+                ? (Object) e.getValue()
+                : ((DoubleExemplarData) exemplar).getValue());
+        one.put("attributes", attributes(exemplar.getFilteredAttributes()));
+        exemplars.add(one);
+      }
+      row.put("exemplars", exemplars);
       switch (metric.getType()) {
         case LONG_SUM -> {
           row.put("monotonic", metric.getLongSumData().isMonotonic());
@@ -486,11 +539,19 @@ public final class Export {
         }
         case HISTOGRAM ->
             row.put("temporality", metric.getHistogramData().getAggregationTemporality().name());
+        case EXPONENTIAL_HISTOGRAM ->
+            row.put(
+                "temporality",
+                metric.getExponentialHistogramData().getAggregationTemporality().name());
         default -> {}
       }
       out.add(row);
     }
     return out;
+  }
+
+  private static Map<String, Object> buckets(ExponentialHistogramBuckets buckets) {
+    return Map.of("offset", buckets.getOffset(), "counts", buckets.getBucketCounts());
   }
 
   /** Each attribute as {"type": STRING|BOOLEAN|LONG|DOUBLE|..._ARRAY, "value": ...}. */
