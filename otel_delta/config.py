@@ -208,6 +208,11 @@ class LoggingSettings(Section):
     format: Literal["text", "json"] = "text"  # json: one object per line, for log shippers
 
 
+# buffer.flush_interval_seconds with ack = "commit" when the file does not set it: each Export
+# waits up to this for its commit, well inside the SDKs' and the Collector's export timeouts
+COMMIT_ACK_FLUSH_SECONDS = 1.0
+
+
 class BufferSettings(Section):
     # "wal": answer an Export once its record is fsync'd in the write-ahead log (exactly-once
     # into Delta); "commit": once its rows are committed to Delta (no local disk needed)
@@ -220,6 +225,22 @@ class BufferSettings(Section):
     # a stop (SIGTERM) commits what is buffered; a store that hangs would hold it for many
     # minutes, so past this the process exits (code 1), leaving the rest in the WAL
     stop_timeout_seconds: float = Field(60.0, gt=0, le=HOUR)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _commit_ack_interval(cls, data: Any) -> Any:
+        """With ack = "commit" an Export waits for the next flush: unset, the interval is then
+        COMMIT_ACK_FLUSH_SECONDS, not the WAL mode's 10 s (which only sizes files there). 10 s
+        is the OpenTelemetry SDKs' default export timeout (Java's, Python's; the Java meter
+        provider gives its last export at shutdown 5 s): a request sent right after a flush
+        waited about that long, and the SDK dropped it as failed though it was stored."""
+        if (
+            isinstance(data, dict)
+            and data.get("ack") == "commit"
+            and "flush_interval_seconds" not in data
+        ):
+            return {**data, "flush_interval_seconds": COMMIT_ACK_FLUSH_SECONDS}
+        return data
 
 
 class WalSettings(Section):

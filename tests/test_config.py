@@ -21,6 +21,20 @@ def test_shipped_deltalake_toml_is_valid_and_matches_defaults() -> None:
     assert settings.receiver.max_receive_message_bytes == 64 * 1024 * 1024
 
 
+def test_ack_commit_flushes_every_second_unless_told(tmp_path: Path, monkeypatch) -> None:
+    """With ack = "commit" each Export waits for the flush: the WAL mode's 10 s default is the
+    SDKs' export timeout (tests/transports/test_java_sdk.py), so the mode has its own."""
+    config = tmp_path / "c.toml"
+    config.write_text('[buffer]\nack = "commit"\n')
+    assert load_settings(config).buffer.flush_interval_seconds == 1.0
+    config.write_text('[buffer]\nack = "commit"\nflush_interval_seconds = 5.0\n')
+    assert load_settings(config).buffer.flush_interval_seconds == 5.0
+    config.write_text('[buffer]\nack = "wal"\n')
+    assert load_settings(config).buffer.flush_interval_seconds == 10.0
+    monkeypatch.setenv("OTEL_DELTA_BUFFER__ACK", "commit")  # the mode from the environment
+    assert load_settings(config).buffer.flush_interval_seconds == 1.0
+
+
 def test_environment_overrides_file(tmp_path: Path, monkeypatch) -> None:
     config = tmp_path / "c.toml"
     config.write_text('[buffer]\nmax_rows = 10\n[deltalake.table]\ncompression = "SNAPPY"\n')

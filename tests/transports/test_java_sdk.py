@@ -250,3 +250,20 @@ def test_java_sdk_over_tls_with_a_token(tmp_path: Path) -> None:
         assert "intruder" not in {
             r["service_name"] for r in read_table(tmp_path / "lake", table).to_pylist()
         }
+
+
+def test_java_sdk_exports_are_answered_in_time_with_ack_commit(tmp_path: Path) -> None:
+    """`ack = "commit"` as a user sets it, the flush interval left alone: every Export waits
+    for its commit, and each must be answered within the Java exporters' timeouts (10 s; 5 s
+    for the meter provider's last export at shutdown). With the WAL mode's 10 s interval, the
+    logs sent right after the spans' answer waited about 10 s and the metrics after them timed
+    out ("Socket closed"), the program failing though the bridge stored them."""
+    serve = ServeProcess(bridge_config(tmp_path, '[buffer]\nack = "commit"\n'))
+    try:
+        done = _export(
+            "http/protobuf", _endpoint(serve, "http/protobuf"), "java", "--traces", str(TRACES)
+        )
+        sent = _sent(done)
+        _assert_stored(tmp_path / "lake", "java", sent)  # an OK meant committed
+    finally:
+        assert serve.stop() == 0, "".join(serve.lines)
