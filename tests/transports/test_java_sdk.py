@@ -8,8 +8,10 @@ every item must come back from the tables once, every field as the SDK recorded 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -267,3 +269,41 @@ def test_java_sdk_exports_are_answered_in_time_with_ack_commit(tmp_path: Path) -
         _assert_stored(tmp_path / "lake", "java", sent)  # an OK meant committed
     finally:
         assert serve.stop() == 0, "".join(serve.lines)
+
+
+def _refused(serve: ServeProcess, transport: str, reason: str) -> float:
+    """The bridge's count of whole Exports of spans it refused for `reason` (admin /metrics)."""
+    url = f"http://127.0.0.1:{serve.admin_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    labels = f'reason="{reason}",signal="traces",transport="{transport}"'
+    found = re.search(
+        rf"^otel_delta_receiver_refused_requests_total\{{{labels}\}} (\S+)$", text, re.M
+    )
+    return float(found[1]) if found else 0.0
+
+
+def test_java_sdk_retries_an_oversized_request_over_grpc_only(tmp_path: Path) -> None:
+    """What the README says of a batch over `receiver.max_receive_message_bytes`: the bridge
+    answers RESOURCE_EXHAUSTED without RetryInfo over gRPC (gRPC's own check) and 413 over
+    HTTP, both final by the OTLP specification; the Java gRPC exporter retries
+    RESOURCE_EXHAUSTED all the same (sending the batch again until its timeout), the HTTP
+    exporter does not retry 413. Either way the program fails and the batch is lost."""
+    config = bridge_config(tmp_path)
+    limit = 'http_endpoint = "127.0.0.1:0"\n'
+    config.write_text(
+        config.read_text().replace(limit, f"{limit}max_receive_message_bytes = 30000\n")
+    )
+    serve = ServeProcess(config)
+    try:
+        for protocol in ("grpc", "http/protobuf"):
+            done = _export(protocol, _endpoint(serve, protocol), "java", "--traces", "100")
+            assert done.returncode == 1, done.stderr
+        grpc_refused = _refused(serve, "grpc", "request_too_large")
+        http_refused = _refused(serve, "http", "request_too_large")
+    finally:
+        assert serve.stop() == 0, "".join(serve.lines)
+    # 200 spans: one batch, about 60 KB
+    assert grpc_refused > 1, "the Java gRPC exporter sent the oversized batch once"
+    assert http_refused == 1
+    assert read_table(tmp_path / "lake", "logs").num_rows == 4  # the small batches landed
