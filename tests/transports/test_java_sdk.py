@@ -216,36 +216,43 @@ def test_java_sdk_exports_land_once_with_every_field(
     _assert_stored(tmp_path / "lake", "java", sent)
 
 
-def test_java_sdk_over_tls_with_a_token(tmp_path: Path) -> None:
-    """TLS with the SDK's trusted certificates and the bearer token in a header, as the Java
-    exporters send them over each protocol (gzip'd over gRPC); a wrong or missing token is
-    refused, the exporter says why, the program fails and nothing of it is stored."""
+def test_java_sdk_over_mtls_with_a_token(tmp_path: Path) -> None:
+    """mTLS (the SDK's trusted certificates, its client key and certificate) and the bearer
+    token in a header, as the Java exporters send them over each protocol (gzip'd over gRPC);
+    a wrong or missing token is refused and the exporter says why; a client certificate of
+    another CA fails the handshake. Each refused program fails and nothing of it is stored."""
     certs = make_certs(tmp_path / "certs")
     config = bridge_config(
         tmp_path,
         f'[receiver.tls]\ncert_file = "{certs.server_cert}"\nkey_file = "{certs.server_key}"\n'
-        '[receiver.auth]\ntoken_env = "JAVA_SDK_TOKEN"\n',
+        f'client_ca_file = "{certs.ca}"\n[receiver.auth]\ntoken_env = "JAVA_SDK_TOKEN"\n',
     )
     serve = ServeProcess(config, env={"JAVA_SDK_TOKEN": TOKEN})
-    ca = ("--ca", str(certs.ca))
+    tls = ("--ca", str(certs.ca), "--client-cert", str(certs.client_cert))
+    tls += ("--client-key", str(certs.client_key))
+    stranger = ("--ca", str(certs.ca), "--client-cert", str(certs.other_client_cert))
+    stranger += ("--client-key", str(certs.other_client_key))
     sent: dict[str, Any] = {}
     try:
-        for protocol, service, flags in [
-            ("grpc", "java-grpc", ("--gzip", "--token", TOKEN)),
-            ("http/protobuf", "java-http", ("--token", TOKEN)),
+        grpc, http = _endpoint(serve, "grpc", "https"), _endpoint(serve, "http/protobuf", "https")
+        for protocol, endpoint, service, flags in [
+            ("grpc", grpc, "java-grpc", ("--gzip", "--token", TOKEN)),
+            ("http/protobuf", http, "java-http", ("--token", TOKEN)),
         ]:
-            endpoint = _endpoint(serve, protocol, "https")
             sent[service] = _sent(
-                _export(protocol, endpoint, service, "--traces", str(TRACES), *flags, *ca)
+                _export(protocol, endpoint, service, "--traces", str(TRACES), *flags, *tls)
             )
-        wrong = _export("grpc", _endpoint(serve, "grpc", "https"), "intruder", "--token", "x", *ca)
-        missing = _export(
-            "http/protobuf", _endpoint(serve, "http/protobuf", "https"), "intruder", *ca
+        wrong = _export("grpc", grpc, "intruder", "--token", "x", *tls)
+        missing = _export("http/protobuf", http, "intruder", *tls)
+        # refused after the handshake (TLS 1.3), which the exporter retries until its timeout
+        unknown = _export(
+            "http/protobuf", http, "intruder", "--token", TOKEN, *stranger, "--no-retry"
         )
     finally:
         assert serve.stop() == 0, "".join(serve.lines)
     assert wrong.returncode == 1 and "gRPC status code 16" in wrong.stderr, wrong.stderr
     assert missing.returncode == 1 and "HTTP status code 401" in missing.stderr, missing.stderr
+    assert unknown.returncode == 1 and "export failed" in unknown.stderr, unknown.stderr
     for service, recorded in sent.items():
         _assert_stored(tmp_path / "lake", service, recorded)
     for table in ("spans", "logs", "metrics_sum"):

@@ -2,14 +2,17 @@
 // as a Java service sets them up (batch span and log processors, a periodic metric reader):
 //
 //   java -cp <classes>:<libs>/* Export <grpc|http/protobuf> <endpoint> <service>
-//        [--traces N] [--gzip] [--token TOKEN] [--ca PEM] [--no-retry]
+//        [--traces N] [--gzip] [--token TOKEN] [--ca PEM] [--client-cert PEM --client-key PEM]
+//        [--no-retry]
 //
 // endpoint is the bridge's base URL (http://127.0.0.1:4317 for grpc, http://127.0.0.1:4318 for
-// http/protobuf, https:// with --ca). Each trace is a SERVER span and a CLIENT child (attributes
-// of every type, an event, a link, a status); then two log records, and a counter, a histogram,
-// a gauge and an exponential histogram, with exemplars of the first child span. The providers are flushed and shut down, and what the SDK handed to its exporters
-// is printed as one JSON line for the test to compare with the tables. Exits 1 if any export
-// failed (the exporter's own error on stderr), 2 on bad arguments. `make java-sdk` builds it.
+// http/protobuf; https:// with --ca, and --client-cert/--client-key for mTLS). Each trace is a
+// SERVER span and a CLIENT child (attributes of every type, an event, a link, a status); then
+// two log records, and a counter, a histogram, a gauge and an exponential histogram, with
+// exemplars of the first child span. The providers are flushed and shut down, and what the SDK
+// handed to its exporters is printed as one JSON line for the test to compare with the tables.
+// Exits 1 if any export failed (the exporter's own error on stderr), 2 on bad arguments.
+// `make java-sdk` builds it.
 
 import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.common.AttributeType;
@@ -86,6 +89,8 @@ public final class Export {
   private final Map<String, String> headers = new LinkedHashMap<>();
   private String compression = "none";
   private byte[] ca;
+  private byte[] clientKey;
+  private byte[] clientCert;
   private RetryPolicy retry = RetryPolicy.getDefault();
 
   // what the SDK handed to the exporters, as JSON-ready maps, and each export's outcome
@@ -113,6 +118,8 @@ public final class Export {
         case "--traces" -> traces = Integer.parseInt(value(args, ++i));
         case "--token" -> run.headers.put("Authorization", "Bearer " + value(args, ++i));
         case "--ca" -> run.ca = Files.readAllBytes(Path.of(value(args, ++i)));
+        case "--client-cert" -> run.clientCert = Files.readAllBytes(Path.of(value(args, ++i)));
+        case "--client-key" -> run.clientKey = Files.readAllBytes(Path.of(value(args, ++i)));
         default -> usage();
       }
     }
@@ -159,7 +166,7 @@ public final class Export {
   private static void usage() {
     System.err.println(
         "usage: Export grpc|http/protobuf <endpoint> <service> [--traces N] [--gzip]"
-            + " [--token TOKEN] [--ca PEM] [--no-retry]");
+            + " [--token TOKEN] [--ca PEM] [--client-cert PEM --client-key PEM] [--no-retry]");
     System.exit(2);
   }
 
@@ -175,12 +182,24 @@ public final class Export {
       var builder = OtlpGrpcSpanExporter.builder().setEndpoint(url("traces"));
       builder.setCompression(compression).setRetryPolicy(retry);
       headers.forEach(builder::addHeader);
-      otlp = (ca == null ? builder : builder.setTrustedCertificates(ca)).build();
+      if (ca != null) {
+        builder.setTrustedCertificates(ca);
+      }
+      if (clientCert != null) {
+        builder.setClientTls(clientKey, clientCert);
+      }
+      otlp = builder.build();
     } else {
       var builder = OtlpHttpSpanExporter.builder().setEndpoint(url("traces"));
       builder.setCompression(compression).setRetryPolicy(retry);
       headers.forEach(builder::addHeader);
-      otlp = (ca == null ? builder : builder.setTrustedCertificates(ca)).build();
+      if (ca != null) {
+        builder.setTrustedCertificates(ca);
+      }
+      if (clientCert != null) {
+        builder.setClientTls(clientKey, clientCert);
+      }
+      otlp = builder.build();
     }
     return new SpanExporter() {
       @Override
@@ -207,12 +226,24 @@ public final class Export {
       var builder = OtlpGrpcLogRecordExporter.builder().setEndpoint(url("logs"));
       builder.setCompression(compression).setRetryPolicy(retry);
       headers.forEach(builder::addHeader);
-      otlp = (ca == null ? builder : builder.setTrustedCertificates(ca)).build();
+      if (ca != null) {
+        builder.setTrustedCertificates(ca);
+      }
+      if (clientCert != null) {
+        builder.setClientTls(clientKey, clientCert);
+      }
+      otlp = builder.build();
     } else {
       var builder = OtlpHttpLogRecordExporter.builder().setEndpoint(url("logs"));
       builder.setCompression(compression).setRetryPolicy(retry);
       headers.forEach(builder::addHeader);
-      otlp = (ca == null ? builder : builder.setTrustedCertificates(ca)).build();
+      if (ca != null) {
+        builder.setTrustedCertificates(ca);
+      }
+      if (clientCert != null) {
+        builder.setClientTls(clientKey, clientCert);
+      }
+      otlp = builder.build();
     }
     return new LogRecordExporter() {
       @Override
@@ -239,12 +270,24 @@ public final class Export {
       var builder = OtlpGrpcMetricExporter.builder().setEndpoint(url("metrics"));
       builder.setCompression(compression).setRetryPolicy(retry);
       headers.forEach(builder::addHeader);
-      otlp = (ca == null ? builder : builder.setTrustedCertificates(ca)).build();
+      if (ca != null) {
+        builder.setTrustedCertificates(ca);
+      }
+      if (clientCert != null) {
+        builder.setClientTls(clientKey, clientCert);
+      }
+      otlp = builder.build();
     } else {
       var builder = OtlpHttpMetricExporter.builder().setEndpoint(url("metrics"));
       builder.setCompression(compression).setRetryPolicy(retry);
       headers.forEach(builder::addHeader);
-      otlp = (ca == null ? builder : builder.setTrustedCertificates(ca)).build();
+      if (ca != null) {
+        builder.setTrustedCertificates(ca);
+      }
+      if (clientCert != null) {
+        builder.setClientTls(clientKey, clientCert);
+      }
+      otlp = builder.build();
     }
     return new MetricExporter() {
       @Override
