@@ -200,8 +200,9 @@ def _assert_stored(lake: Path, service: str, sent: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     "protocol, flags",
-    [("grpc", ()), ("http/protobuf", ("--gzip",))],
-    ids=["grpc", "http-protobuf-gzip"],
+    [("grpc", ()), ("http/protobuf", ("--gzip",)), ("grpc", ("--immutable-data",))],
+    # the exporters' default REUSABLE_DATA marshals through other code than IMMUTABLE_DATA
+    ids=["grpc", "http-protobuf-gzip", "grpc-immutable-data"],
 )
 def test_java_sdk_exports_land_once_with_every_field(
     protocol: str, flags: tuple[str, ...], tmp_path: Path

@@ -3,7 +3,7 @@
 //
 //   java -cp <classes>:<libs>/* Export <grpc|http/protobuf> <endpoint> <service>
 //        [--traces N] [--gzip] [--token TOKEN] [--ca PEM] [--client-cert PEM --client-key PEM]
-//        [--no-retry]
+//        [--no-retry] [--immutable-data]
 //
 // endpoint is the bridge's base URL (http://127.0.0.1:4317 for grpc, http://127.0.0.1:4318 for
 // http/protobuf; https:// with --ca, and --client-cert/--client-key for mTLS). Each trace is a
@@ -92,6 +92,7 @@ public final class Export {
   private byte[] clientKey;
   private byte[] clientCert;
   private RetryPolicy retry = RetryPolicy.getDefault();
+  private MemoryMode memory = MemoryMode.REUSABLE_DATA; // the exporters' default
 
   // what the SDK handed to the exporters, as JSON-ready maps, and each export's outcome
   private final List<Object> spans = new ArrayList<>();
@@ -115,6 +116,7 @@ public final class Export {
       switch (args[i]) {
         case "--gzip" -> run.compression = "gzip";
         case "--no-retry" -> run.retry = null;
+        case "--immutable-data" -> run.memory = MemoryMode.IMMUTABLE_DATA;
         case "--traces" -> traces = Integer.parseInt(value(args, ++i));
         case "--token" -> run.headers.put("Authorization", "Bearer " + value(args, ++i));
         case "--ca" -> run.ca = Files.readAllBytes(Path.of(value(args, ++i)));
@@ -166,7 +168,8 @@ public final class Export {
   private static void usage() {
     System.err.println(
         "usage: Export grpc|http/protobuf <endpoint> <service> [--traces N] [--gzip]"
-            + " [--token TOKEN] [--ca PEM] [--client-cert PEM --client-key PEM] [--no-retry]");
+            + " [--token TOKEN] [--ca PEM] [--client-cert PEM --client-key PEM] [--no-retry]"
+            + " [--immutable-data]");
     System.exit(2);
   }
 
@@ -180,7 +183,7 @@ public final class Export {
     SpanExporter otlp;
     if (protocol.equals("grpc")) {
       var builder = OtlpGrpcSpanExporter.builder().setEndpoint(url("traces"));
-      builder.setCompression(compression).setRetryPolicy(retry);
+      builder.setCompression(compression).setRetryPolicy(retry).setMemoryMode(memory);
       headers.forEach(builder::addHeader);
       if (ca != null) {
         builder.setTrustedCertificates(ca);
@@ -191,7 +194,7 @@ public final class Export {
       otlp = builder.build();
     } else {
       var builder = OtlpHttpSpanExporter.builder().setEndpoint(url("traces"));
-      builder.setCompression(compression).setRetryPolicy(retry);
+      builder.setCompression(compression).setRetryPolicy(retry).setMemoryMode(memory);
       headers.forEach(builder::addHeader);
       if (ca != null) {
         builder.setTrustedCertificates(ca);
@@ -224,7 +227,7 @@ public final class Export {
     LogRecordExporter otlp;
     if (protocol.equals("grpc")) {
       var builder = OtlpGrpcLogRecordExporter.builder().setEndpoint(url("logs"));
-      builder.setCompression(compression).setRetryPolicy(retry);
+      builder.setCompression(compression).setRetryPolicy(retry).setMemoryMode(memory);
       headers.forEach(builder::addHeader);
       if (ca != null) {
         builder.setTrustedCertificates(ca);
@@ -235,7 +238,7 @@ public final class Export {
       otlp = builder.build();
     } else {
       var builder = OtlpHttpLogRecordExporter.builder().setEndpoint(url("logs"));
-      builder.setCompression(compression).setRetryPolicy(retry);
+      builder.setCompression(compression).setRetryPolicy(retry).setMemoryMode(memory);
       headers.forEach(builder::addHeader);
       if (ca != null) {
         builder.setTrustedCertificates(ca);
@@ -268,7 +271,7 @@ public final class Export {
     MetricExporter otlp;
     if (protocol.equals("grpc")) {
       var builder = OtlpGrpcMetricExporter.builder().setEndpoint(url("metrics"));
-      builder.setCompression(compression).setRetryPolicy(retry);
+      builder.setCompression(compression).setRetryPolicy(retry).setMemoryMode(memory);
       headers.forEach(builder::addHeader);
       if (ca != null) {
         builder.setTrustedCertificates(ca);
@@ -279,7 +282,7 @@ public final class Export {
       otlp = builder.build();
     } else {
       var builder = OtlpHttpMetricExporter.builder().setEndpoint(url("metrics"));
-      builder.setCompression(compression).setRetryPolicy(retry);
+      builder.setCompression(compression).setRetryPolicy(retry).setMemoryMode(memory);
       headers.forEach(builder::addHeader);
       if (ca != null) {
         builder.setTrustedCertificates(ca);
