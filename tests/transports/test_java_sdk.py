@@ -65,12 +65,23 @@ def _endpoint(serve: ServeProcess, protocol: str, scheme: str = "http") -> str:
 
 
 def _text(value: Any) -> str:
-    """An attribute value as the tables hold it: text, arrays as compact JSON."""
+    """An attribute value as the tables hold it: text, arrays and maps as compact JSON, bytes
+    in base64 (as the program prints them)."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, list):
+    if isinstance(value, list | dict):
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return str(value)
+
+
+def _plain(value: dict) -> Any:
+    """An OTLP/JSON AnyValue as plain JSON (ints as ints, so that types can be compared)."""
+    [(kind, inner)] = value.items()
+    if kind == "kvlistValue":
+        return {kv["key"]: _plain(kv["value"]) for kv in inner.get("values", [])}
+    if kind == "arrayValue":
+        return [_plain(item) for item in inner.get("values", [])]
+    return int(inner) if kind == "intValue" else inner
 
 
 def _assert_attributes(row: dict, prefix: str, recorded: dict[str, dict]) -> None:
@@ -82,6 +93,11 @@ def _assert_attributes(row: dict, prefix: str, recorded: dict[str, dict]) -> Non
         if kind in ARRAY_VALUES:
             values = json.loads(types[key])["arrayValue"]["values"]
             assert [list(v) for v in values] == [[ARRAY_VALUES[kind]]] * len(attribute["value"])
+        elif kind == "VALUE" and isinstance(attribute["value"], str):
+            assert types[key] == "bytes", key
+        elif kind == "VALUE":  # a map: its OTLP form keeps the types of its values
+            typed = _plain(json.loads(types[key]))
+            assert json.dumps(typed) == json.dumps(attribute["value"]), key
         else:
             assert types.get(key) == SCALAR_TYPES.get(kind), key
 

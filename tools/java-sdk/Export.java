@@ -71,11 +71,13 @@ import io.opentelemetry.sdk.trace.data.LinkData;
 import io.opentelemetry.sdk.trace.data.SpanData;
 import io.opentelemetry.sdk.trace.export.BatchSpanProcessor;
 import io.opentelemetry.sdk.trace.export.SpanExporter;
+import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Base64;
 import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -368,6 +370,8 @@ public final class Export {
               .setAttribute(AttributeKey.doubleArrayKey("weights"), List.of(0.5, 1.5))
               .setAttribute(AttributeKey.booleanArrayKey("flags"), List.of(true, false))
               .setAttribute("naïve ключ", "ünïcode ✓")
+              .setAttribute(AttributeKey.valueKey("db.query.parameters"), parameters())
+              .setAttribute(AttributeKey.valueKey("db.query.digest"), Value.of(new byte[] {1, 2}))
               .startSpan();
       child.addEvent(
           "exception",
@@ -406,6 +410,7 @@ public final class Export {
         .setBody("order 42 failed: Connection reset")
         .setAttribute("order.id", 42L)
         .setAttribute("retry.allowed", true)
+        .setAttribute("db.query.parameters", parameters())
         .emit();
     Map<String, Value<?>> body = new LinkedHashMap<>();
     body.put("event", Value.of("checkout"));
@@ -466,6 +471,15 @@ public final class Export {
     exponential.record(0.004, query);
     exponential.record(0.0, query);
     provider.shutdown().join(60, TimeUnit.SECONDS);
+  }
+
+  /** A map-valued (AttributeType.VALUE) attribute: a map of a long, a string and a list. */
+  private static Value<?> parameters() {
+    Map<String, Value<?>> map = new LinkedHashMap<>();
+    map.put("id", Value.of(42L));
+    map.put("name", Value.of("o'brien"));
+    map.put("tags", Value.of(Value.of("a"), Value.of(true)));
+    return Value.of(map);
   }
 
   private static SpanContext sampled(String traceId, String spanId) {
@@ -606,12 +620,13 @@ public final class Export {
     attributes.forEach(
         (key, value) -> {
           AttributeType type = key.getType();
-          out.put(key.getKey(), Map.of("type", type.name(), "value", value));
+          Object plain = value instanceof Value<?> complex ? plain(complex) : value;
+          out.put(key.getKey(), Map.of("type", type.name(), "value", plain));
         });
     return out;
   }
 
-  /** A log body as plain JSON: maps and arrays unwrapped, scalars as they are. */
+  /** A log body or VALUE attribute as plain JSON: maps and arrays unwrapped, bytes base64. */
   @SuppressWarnings("unchecked")
   private static Object plain(Value<?> value) {
     switch (value.getType()) {
@@ -628,6 +643,12 @@ public final class Export {
           list.add(plain(item));
         }
         return list;
+      }
+      case BYTES -> {
+        ByteBuffer bytes = (ByteBuffer) value.getValue();
+        byte[] copy = new byte[bytes.remaining()];
+        bytes.duplicate().get(copy);
+        return Base64.getEncoder().encodeToString(copy);
       }
       default -> {
         return value.getValue();
