@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,6 +110,8 @@ METRICS_PREFIX = "otel_delta.metrics."
 READ_VERSION = "otel_delta.readVersion"
 COMMIT_ID = "otel_delta.commitId"  # a random id: finds a commit of ours among others' in history
 STATS_COLUMNS = "delta.dataSkippingStatsColumns"  # the columns the log records statistics of
+# The Delta `txn` app id of every rewrite that changes no row (rewrite_transaction)
+REWRITE_APP_ID = "otel-delta.rewrite"
 
 
 def column_properties(layout: Layout, *, clustered: bool = False) -> dict[str, ColumnProperties]:
@@ -119,6 +122,18 @@ def column_properties(layout: Layout, *, clustered: bool = False) -> dict[str, C
     for name, encoding in column_encodings(layout, clustered=clustered).items():
         properties[name] = ColumnProperties(dictionary_enabled=False, encoding=encoding)
     return properties
+
+
+def rewrite_transaction() -> Transaction:
+    """The Delta `txn` that every rewrite of files without a change to their rows commits with
+    (compaction, a closed day's sort, optimize and Z-order; whoever runs it), so that two
+    rewrites that race conflict. delta-rs 1.6 checks a commit's removes only against a
+    concurrent commit's removes of changed data (delta-io/delta-rs#3982): two rewrites of the
+    same files (two replicas' maintenance, or `otel-delta optimize` beside the maintainer) both
+    landed, and each of their rows was in the table twice. Two commits carrying the same app id
+    do conflict ("Concurrent transaction failed"): the later fails, and its next round plans
+    again. The version only orders them (ms since the epoch); nothing reads it."""
+    return Transaction(REWRITE_APP_ID, time.time_ns() // 1_000_000)
 
 
 def table_uri(root: str, name: str) -> str:

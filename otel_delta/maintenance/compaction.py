@@ -56,8 +56,8 @@ from otel_delta.engines.data_files import (
     run_starts,
     stats_columns,
 )
-from otel_delta.errors import describe
-from otel_delta.lakehouse import commit_info
+from otel_delta.errors import ConcurrentModificationError, describe
+from otel_delta.lakehouse import commit_info, rewrite_transaction
 from otel_delta.tables.layout import COMPACTION_LEVEL, Layout, parquet_options
 
 log = logging.getLogger(__name__)
@@ -325,7 +325,14 @@ def commit_swap(
 ) -> None:
     """One commit that removes `inputs` and adds `outputs` (files already written, the same
     rows), dataChange=false. If it fails, the outputs are deleted (`_discard_unless_committed`)
-    and the error raised."""
+    and the error raised.
+
+    delta-rs does not fail a commit whose removes a concurrent rewrite already made
+    (lakehouse.rewrite_transaction): so the log is read again first, an input no longer live
+    (another replica's compaction, a delete, retention) fails the swap here, and from that
+    version on the commit carries the rewrites' own `txn`, so any rewrite landing before it
+    fails it too (and every later group of this round commits on the version its previous
+    group made)."""
     now_ms = int(time.time() * 1000)
     removes = [
         RemoveAction(
@@ -338,11 +345,22 @@ def commit_swap(
         for f in inputs
     ]
     try:
+        delta.update_incremental()
+        live = {c.path for c in candidates(delta)}
+        if gone := [f for f in inputs if f.path not in live]:
+            raise ConcurrentModificationError(
+                delta.metadata().name or delta.table_uri,
+                delta.version(),
+                1,
+                f"a concurrent commit removed {len(gone)} of the {len(inputs)} files this "
+                "rewrite replaces (another compaction, a delete or retention)",
+            )
         commit_actions(
             delta,
             [*removes, *outputs],
             CommitProperties(
                 max_commit_retries=options.max_commit_retries,
+                app_transactions=[rewrite_transaction()],
                 custom_metadata=commit_info(
                     "compaction",
                     {"num_added_files": len(outputs), "num_removed_files": len(inputs)},

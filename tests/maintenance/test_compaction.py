@@ -18,6 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.table import TableFeatures
 
 from otel_delta import DeltaConfig, DeltaLakeConnector
+from otel_delta.errors import ConcurrentModificationError
 from otel_delta.maintenance import compaction
 from otel_delta.maintenance.tasks import TablePolicy, maintain_table, utc_today
 from otel_delta.tables import TABLES
@@ -259,8 +260,12 @@ def test_files_a_failed_commit_leaves_behind_are_said_in_one_line(
     groups = compaction.plan(compaction.candidates(delta), older_than_ms=LATER_MS)
     table.delete(f"span_id = '{0:016x}'")
 
+    reads = [delta.update_incremental]
+
     def refuse() -> None:
-        raise OSError("injected: the log cannot be read")
+        if len(reads) > 1:  # the swap's own read before its commit works, the clean-up's not
+            raise OSError("injected: the log cannot be read")
+        reads.append(reads[0]())
 
     monkeypatch.setattr(delta, "update_incremental", refuse)
     with caplog.at_level("WARNING"), pytest.raises(Exception, match="concurrent"):
@@ -350,3 +355,23 @@ def test_a_table_with_deletion_vectors_is_left_to_delta_rs(tmp_path: Path) -> No
 
     assert result.files_removed == 0
     assert len(compaction.candidates(table.delta())) == 3
+
+
+def test_two_compactions_of_the_same_files_keep_each_row_once(tmp_path: Path) -> None:
+    """Two replicas' maintainers (each its own handle on the table) plan the same group and
+    both rewrite it: the first swap lands, the second fails instead of adding every row of the
+    group again (delta-rs 1.6 commits both by itself: lakehouse.rewrite_transaction)."""
+    table = spans_table(tmp_path)
+    fill(table, commits=5)
+    ours, theirs = table.delta(), spans_table(tmp_path).delta()
+    group = compaction.plan(compaction.candidates(ours), older_than_ms=LATER_MS)[0]
+    same = compaction.plan(compaction.candidates(theirs), older_than_ms=LATER_MS)[0]
+    assert [f.path for f in group] == [f.path for f in same]
+
+    compaction.rewrite(theirs, same, LAYOUT, OPTIONS)
+    with pytest.raises(ConcurrentModificationError, match="removed 5 of the 5 files"):
+        compaction.rewrite(ours, group, LAYOUT, OPTIONS)
+    ids = DeltaTable(str(tmp_path / "spans")).to_pyarrow_table().column("span_id").to_pylist()
+    assert sorted(ids) == [f"{i:016x}" for i in range(5 * 50)]
+    clustered = [p for p in (tmp_path / "spans").rglob("clustered-*")]
+    assert len(clustered) == 1  # the losing rewrite's file is gone
