@@ -69,6 +69,12 @@ COMMIT_FAILURES = Counter(
     "table",
     ["table"],
 )
+COMMIT_RACES = Counter(
+    "otel_delta_commit_races",
+    "Commits of rows that another writer's commit (another bridge on the lake, maintenance, "
+    "the connector) beat to the version they were planned on, committed on a later one, by table",
+    ["table"],
+)
 REJECTED_ROWS = Counter(
     "otel_delta_rejected_rows",
     "Rows a table refused for what they hold (a constraint, a type), by table",

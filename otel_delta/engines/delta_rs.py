@@ -41,6 +41,7 @@ from otel_delta.engines.data_files import (
 from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError, describe
 from otel_delta.lakehouse import COMMIT_ID, Lakehouse, commit_metadata, holds_transaction
+from otel_delta.metrics import COMMIT_RACES
 from otel_delta.priority import background_threads
 from otel_delta.retry import retrying
 from otel_delta.tables import TABLES
@@ -287,6 +288,8 @@ class DeltaRsEngine:
         version = committed_version(
             filesystem, read_version, commit_id, attempts=self.transient_retries + 1
         )
+        if version > read_version + 1:  # another writer took the planned version: /metrics
+            COMMIT_RACES.labels(table_name).inc()
         try:
             self._catch_up(table_name, table)  # the handle does not follow a transaction's commit
         except Exception as exc:

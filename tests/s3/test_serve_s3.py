@@ -223,6 +223,12 @@ def test_two_bridges_on_one_s3_lake_store_every_acked_span_once(tmp_path: Path, 
         for server in servers:
             assert metric(server, "otel_delta_commits", "spans") >= 2
             assert metric(server, "otel_delta_commit_failures", "spans") == 0
+        # every acked span committed: no commit is left for the stop, after the scrape below
+        while time.monotonic() < deadline and any(
+            metric_value(s, "otel_delta_wal_pending_records") for s in servers
+        ):
+            time.sleep(0.25)
+        races = sum(metric(s, "otel_delta_commit_races", "spans") for s in servers)
     finally:
         codes = [server.stop() for server in servers]
     assert codes == [0, 0], "".join(servers[0].lines + servers[1].lines)
@@ -241,6 +247,13 @@ def test_two_bridges_on_one_s3_lake_store_every_acked_span_once(tmp_path: Path, 
         for c in table(s3, "spans").history()
     )
     assert rebased > 0, "the two bridges never raced for a version: the test proves nothing"
+    # and /metrics said so: each bridge commit that lost its version, counted once
+    bridge_rebased = sum(
+        int(c["version"]) - 1 > int(c[READ_VERSION])
+        for c in table(s3, "spans").history()
+        if READ_VERSION in c
+    )
+    assert races == bridge_rebased > 0
 
 
 def ready(server: ServeProcess) -> int:
