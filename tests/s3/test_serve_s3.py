@@ -1,7 +1,7 @@
 """The bridge as users start it (`otel-delta serve --config FILE`), its lake on S3 (versitygw):
 every signal over both transports lands in the S3 tables; kill -9 under load and two bridges on
-one lake store every acknowledged span exactly once, and so does an S3 outage; the table commands
-work on the S3 lake."""
+one lake (also both running maintenance) store every acknowledged span exactly once, and so
+does an S3 outage; the table commands work on the S3 lake."""
 
 from __future__ import annotations
 
@@ -55,8 +55,10 @@ def write_config(
     wal: str = "wal",
     buffer_lines: str = "",
     wal_lines: str = "",
+    table_lines: str = "maintenance_interval_seconds = 0\n",
 ) -> Path:
-    """A deltalake.toml with its lake at s3://bucket/lake, its WAL in tmp_path / wal."""
+    """A deltalake.toml with its lake at s3://bucket/lake, its WAL in tmp_path / wal; no
+    maintenance unless `table_lines` (of `[deltalake.table]`) says otherwise."""
     config = tmp_path / name
     config.write_text(
         LOOPBACK
@@ -65,7 +67,8 @@ def write_config(
         + f'[wal]\ndir = "{tmp_path / wal}"\n'
         + wal_lines
         + f'[deltalake]\ntable_path = "{s3.url(LAKE)}"\n'
-        + "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
+        + "[deltalake.table]\n"
+        + table_lines
         + '[deltalake.operations]\nengine = "delta-rs"\n'
         + s3.toml()
     )
@@ -254,6 +257,84 @@ def test_two_bridges_on_one_s3_lake_store_every_acked_span_once(tmp_path: Path, 
         if READ_VERSION in c
     )
     assert races == bridge_rebased > 0
+
+
+def maintenance_runs(server: ServeProcess, step: str, outcome: str) -> float:
+    """otel_delta_maintenance_runs_total of one step and outcome (0 if it has no sample)."""
+    text = requests.get(f"http://127.0.0.1:{server.admin_port}/metrics", timeout=30).text
+    pattern = rf'^otel_delta_maintenance_runs_total\{{outcome="{outcome}",step="{step}"\}} (\S+)$'
+    found = re.search(pattern, text, re.M)
+    return float(found[1]) if found else 0.0
+
+
+def load_today(endpoint: str, stream: int, stop: threading.Event, acked: list[str]) -> None:
+    """As tests.wal.test_crash.load, with spans that start now: today's partition, which
+    maintenance compacts while it is written (`load`'s spans are of 1970-01-01)."""
+    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(endpoint))
+    counter = 0
+    while not stop.is_set():
+        counter += 1
+        first = (stream * 10**7 + counter) * SPANS_PER_REQUEST
+        message = request(first)
+        for span in message.resource_spans[0].scope_spans[0].spans:
+            span.start_time_unix_nano = span.end_time_unix_nano = time.time_ns()
+        try:
+            stub.Export(message, timeout=10)
+        except grpc.RpcError:
+            continue
+        acked.extend(f"{first + k + 1:016x}" for k in range(SPANS_PER_REQUEST))
+
+
+def test_bridges_that_all_run_maintenance_store_every_acked_span_once(tmp_path: Path, s3: S3Server):
+    """Two bridges on one lake, both compacting today's files (which the README asks not to
+    do: maintenance on one replica only), every 0.5 s while both take load: their compactions
+    race for the same files, and the one that loses fails instead of adding the files' rows
+    to the table a second time."""
+    table_lines = (
+        "maintenance_interval_seconds = 0.5\nopen_partition_compaction_age_seconds = 0.5\n"
+    )
+    servers = [
+        ServeProcess(
+            write_config(
+                tmp_path,
+                s3,
+                f"bridge{i}.toml",
+                wal=f"wal{i}",
+                buffer_lines="max_rows = 200\n",
+                table_lines=table_lines,
+            )
+        )
+        for i in range(2)
+    ]
+    acked: list[str] = []
+    stop = threading.Event()
+    try:
+        clients = [
+            threading.Thread(target=load_today, args=(servers[c % 2].endpoint, c, stop, acked))
+            for c in range(4)
+        ]
+        for client in clients:
+            client.start()
+        time.sleep(8)
+        stop.set()
+        for client in clients:
+            client.join(30)
+        # their rounds go on after the load, until one of them has lost a race (counted as a
+        # failed step: its files were rewritten by the other meanwhile)
+        deadline = time.monotonic() + 60
+        lost = 0.0
+        while time.monotonic() < deadline and not lost:
+            lost = sum(maintenance_runs(s, "open_compaction", "failed") for s in servers)
+            time.sleep(0.5)
+    finally:
+        codes = [server.stop() for server in servers]
+    assert codes == [0, 0], "".join(servers[0].lines + servers[1].lines)
+
+    assert len(acked) > 500, "too little load to mean anything"
+    stored = read(s3, "spans").column("span_id").to_pylist()
+    assert len(stored) == len(set(stored)), f"{len(stored) - len(set(stored))} span(s) twice"
+    assert set(acked) <= set(stored), f"{len(set(acked) - set(stored))} acked span(s) lost"
+    assert lost > 0, "the two maintainers never raced for the same files: the test proves nothing"
 
 
 def ready(server: ServeProcess) -> int:
