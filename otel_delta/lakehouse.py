@@ -125,14 +125,16 @@ def column_properties(layout: Layout, *, clustered: bool = False) -> dict[str, C
 
 
 def rewrite_transaction() -> Transaction:
-    """The Delta `txn` that every rewrite of files without a change to their rows commits with
-    (compaction, a closed day's sort, optimize and Z-order; whoever runs it), so that two
-    rewrites that race conflict. delta-rs 1.6 checks a commit's removes only against a
-    concurrent commit's removes of changed data (delta-io/delta-rs#3982): two rewrites of the
-    same files (two replicas' maintenance, or `otel-delta optimize` beside the maintainer) both
+    """The Delta `txn` our own rewrites of files without a change to their rows commit with
+    (today's compaction and a closed day's sort: maintenance/compaction.commit_swap), so that
+    two of them that race conflict. delta-rs 1.6.6 does not fail a commit that removes files a
+    concurrent commit removed with dataChange=false (delta-io/delta-rs#3982 let such removes
+    pass its conflict checks): two rewrites of the same files (two replicas' maintenance) both
     landed, and each of their rows was in the table twice. Two commits carrying the same app id
     do conflict ("Concurrent transaction failed"): the later fails, and its next round plans
-    again. The version only orders them (ms since the epoch); nothing reads it."""
+    again. delta-rs's own optimize and Z-order drop a commit's app transactions, so they cannot
+    take part (README, "Several replicas"). The version only orders the rewrites (ms since the
+    epoch); nothing reads it."""
     return Transaction(REWRITE_APP_ID, time.time_ns() // 1_000_000)
 
 
