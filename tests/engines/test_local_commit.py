@@ -18,6 +18,7 @@ from otel_delta.convert import spans_to_arrow
 from otel_delta.engines import DeltaRsEngine, local_commit
 from otel_delta.engines.data_files import commit_actions
 from otel_delta.lakehouse import READ_VERSION, Lakehouse
+from otel_delta.metrics import COMMIT_RACES
 from tests import corpus
 
 ROWS = spans_to_arrow(corpus.trace_request()).tables["spans"]
@@ -97,8 +98,10 @@ def test_a_version_another_writer_took_first_goes_to_delta_rs_and_is_stored_once
         return publish(log_dir, version, body)
 
     monkeypatch.setattr(local_commit, "publish", another_writer_first)
+    races = COMMIT_RACES.labels("spans")._value.get()
     assert writer.append("spans", ROWS, Transaction("wal", 2)) == 3
     assert raced == [2]
+    assert COMMIT_RACES.labels("spans")._value.get() == races + 1  # counted once
     table = tmp_path / "spans"
     assert engine_info(table, 3).startswith("delta-rs")
     assert int(entries(table)[3][0]["commitInfo"][READ_VERSION]) == 1
