@@ -27,7 +27,6 @@ import contextlib
 import errno
 import json
 import os
-import time
 import uuid
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -140,7 +139,3 @@ def publish(log_dir: Path, version: int, body: bytes) -> bool:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
     return True
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
