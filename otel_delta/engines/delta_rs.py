@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -93,7 +94,7 @@ class DeltaRsEngine:
         # a commit of ours published without delta-rs (engines/local_commit)
         self._versions: dict[str, int] = {}
         self._no_links: set[str] = set()  # tables on a file system without hard links
-        self._local: dict[str, pa_fs.FileSystem | None] = {}  # local_filesystem of each table
+        self._local: dict[str, pa_fs.SubTreeFileSystem | None] = {}  # local_filesystem of each
         self._locks = {name: threading.Lock() for name in TABLES}
         self._writer_properties = {name: lakehouse.writer_properties(name) for name in TABLES}
         self._default_properties = lakehouse.writer_properties()
@@ -170,13 +171,17 @@ class DeltaRsEngine:
         table.update_incremental()
         self._versions[name] = table.version()
 
+    def _local_filesystem(self, name: str) -> pa_fs.SubTreeFileSystem | None:
+        """The table's directory when it is on a local file system (looked up once)."""
+        if name not in self._local:
+            self._local[name] = local_filesystem(self.uri(name))
+        return self._local[name]
+
     def _moved_on(self, name: str, table: DeltaTable) -> bool:
         """Has someone else committed since the latest version known here? On a local file
         system: is the next version's log entry there (one stat); elsewhere assumed, and the
         tail is read (object stores list from an offset)."""
-        if name not in self._local:
-            self._local[name] = local_filesystem(self.uri(name))
-        local = self._local[name]
+        local = self._local_filesystem(name)
         if local is None:
             return True
         entry = log_entry(self._latest(name, table) + 1)
@@ -269,7 +274,9 @@ class DeltaRsEngine:
         )
         now_ms = int(time.time() * 1000)
         read_version = self._latest(table_name, table)  # what the append was planned on
-        own = self._publish(table_name, table, files, partition_by, app_transaction, now_ms)
+        own = self._publish(
+            table_name, table, files, partition_by, app_transaction, now_ms, read_version
+        )
         if own is not None:
             return own
         commit_id = uuid.uuid4().hex
@@ -305,19 +312,22 @@ class DeltaRsEngine:
         partition_by: list[str],
         app_transaction: Transaction | None,
         now_ms: int,
+        read_version: int,
     ) -> int | None:
         """Commit the files ourselves where the table allows (engines/local_commit), at the
-        version after the latest known here; that version, or None when delta-rs must commit
-        them: not a local table, a protocol that asks more of a writer, or another writer had
-        that version already (the handle then reads what it committed)."""
-        log_dir = local_commit.log_directory(table)
-        if log_dir is None or table_name in self._no_links:
+        version after `read_version`, the latest known here; that version, or None when
+        delta-rs must commit them: not a local table, a protocol that asks more of a writer,
+        or another writer had that version already (the handle then reads what it
+        committed)."""
+        local = self._local_filesystem(table_name)
+        if local is None or table_name in self._no_links:
             return None
         if not local_commit.blind_appendable(table):
             return None
-        version = self._latest(table_name, table) + 1
+        log_dir = Path(local.base_path) / "_delta_log"
+        version = read_version + 1
         metadata = commit_metadata(
-            metrics=added(files), read_version=version - 1, commit_id=uuid.uuid4().hex
+            metrics=added(files), read_version=read_version, commit_id=uuid.uuid4().hex
         )
         body = local_commit.entry(files, partition_by, metadata, app_transaction, now_ms)
         try:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable, Transaction
 
-from otel_delta.engines.data_files import DataFile, local_filesystem
+from otel_delta.engines.data_files import DataFile
 
 # what delta-rs leaves as it is in an action's path (its percent-encoding of the file's
 # relative path; tests/engines/test_local_commit.py checks it against delta-rs's output for
@@ -58,12 +58,6 @@ def encode_path(path: str) -> str:
     return "".join(
         c if c in _KEPT else "".join(f"%{b:02X}" for b in c.encode("utf-8")) for c in path
     )
-
-
-def log_directory(table: DeltaTable) -> Path | None:
-    """The table's `_delta_log` directory when the table is on a local file system."""
-    local = local_filesystem(table.table_uri)
-    return None if local is None else Path(local.base_path) / "_delta_log"
 
 
 def blind_appendable(table: DeltaTable) -> bool:
