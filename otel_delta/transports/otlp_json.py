@@ -37,17 +37,18 @@ BYTES_VALUE_FIELDS = frozenset({"bytesValue", "bytes_value"})
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]*")
 
 
-# the enum fields of the OTLP messages, by their JSON and proto names, and the names each takes
+# the enum fields of the OTLP messages, by their JSON names, and the names each takes
 _ENUMS = {
     "kind": trace_pb2.Span.SpanKind,
     "code": trace_pb2.Status.StatusCode,
     "severityNumber": logs_pb2.SeverityNumber,
     "aggregationTemporality": metrics_pb2.AggregationTemporality,
 }
+# ... by their JSON and their proto (snake_case) names, as protobuf's parser takes both
 ENUM_NAMES = {
-    **{key: frozenset(enum.keys()) for key, enum in _ENUMS.items()},
-    "severity_number": frozenset(logs_pb2.SeverityNumber.keys()),
-    "aggregation_temporality": frozenset(metrics_pb2.AggregationTemporality.keys()),
+    name: frozenset(enum.keys())
+    for key, enum in _ENUMS.items()
+    for name in (key, re.sub(r"(?<!^)([A-Z])", r"_\1", key).lower())
 }
 
 
