@@ -193,6 +193,16 @@ def test_kill_9_under_load_loses_no_acked_span_and_stores_none_twice(tmp_path: P
     assert set(stored) <= set(sent)
 
 
+def stored_once(s3: S3Server, acked: list[str]) -> list[str]:
+    """The span ids of the S3 lake's spans table, checked: enough load to mean anything, no
+    span twice, every acknowledged one there."""
+    assert len(acked) > 500, "too little load to mean anything"
+    stored = read(s3, "spans").column("span_id").to_pylist()
+    assert len(stored) == len(set(stored)), f"{len(stored) - len(set(stored))} span(s) twice"
+    assert set(acked) <= set(stored), f"{len(set(acked) - set(stored))} acked span(s) lost"
+    return stored
+
+
 def test_two_bridges_on_one_s3_lake_store_every_acked_span_once(tmp_path: Path, s3: S3Server):
     servers = [
         # small commits (max_rows): each bridge commits back to back, so they race for versions
@@ -236,10 +246,7 @@ def test_two_bridges_on_one_s3_lake_store_every_acked_span_once(tmp_path: Path, 
         codes = [server.stop() for server in servers]
     assert codes == [0, 0], "".join(servers[0].lines + servers[1].lines)
 
-    assert len(acked) > 500, "too little load to mean anything"
-    stored = read(s3, "spans").column("span_id").to_pylist()
-    assert len(stored) == len(set(stored)), f"{len(stored) - len(set(stored))} span(s) twice"
-    assert set(acked) <= set(stored), f"{len(set(acked) - set(stored))} acked span(s) lost"
+    stored = stored_once(s3, acked)
     assert set(stored) <= set(sent)
     # the two bridges did race for versions: some commit was rebased onto a newer one than
     # it was planned on (the bridge's appends record that version; delta-rs's own writes
@@ -331,10 +338,7 @@ def test_bridges_that_all_run_maintenance_store_every_acked_span_once(tmp_path: 
         codes = [server.stop() for server in servers]
     assert codes == [0, 0], "".join(servers[0].lines + servers[1].lines)
 
-    assert len(acked) > 500, "too little load to mean anything"
-    stored = read(s3, "spans").column("span_id").to_pylist()
-    assert len(stored) == len(set(stored)), f"{len(stored) - len(set(stored))} span(s) twice"
-    assert set(acked) <= set(stored), f"{len(set(acked) - set(stored))} acked span(s) lost"
+    stored_once(s3, acked)
     assert lost > 0, "the two maintainers never raced for the same files: the test proves nothing"
 
 
