@@ -282,6 +282,9 @@ class TableSettings(Section):
     retention_hours: int = Field(168, ge=0, le=100 * 365 * 24)
     # scheduled maintenance in `serve` (0 = off); see otel_delta/maintenance
     maintenance_interval_seconds: float = Field(3600.0, ge=0, le=30 * DAY)
+    # one process at a time rewrites a table's files, for this long after it last took the
+    # table's lease (renewed at half); see otel_delta/engines/lease.py
+    maintenance_lease_seconds: float = Field(1800.0, ge=10, le=30 * DAY)
     # drop date partitions older than this; None/0 = keep
     retention_days: int | None = Field(None, ge=0, le=100 * 365)
     checkpoint_enabled: bool = True  # checkpoint + expired-log cleanup each round

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -173,6 +174,21 @@ class ConcurrentModificationError(OtelDeltaError):
         self.table = table
         self.version = version
         self.attempts = attempts
+
+
+class LeaseHeldError(OtelDeltaError):
+    """Another process holds the table's maintenance lease (engines/lease.py): it alone
+    rewrites the table's files until the lease ends, so this rewrite is not run."""
+
+    def __init__(self, table: str, until_ms: int) -> None:
+        until = dt.datetime.fromtimestamp(until_ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        super().__init__(
+            f"table {table!r} is being maintained by another process (its maintenance lease "
+            f"runs until {until} unless that process stops first); its files are rewritten "
+            "there: run this where that maintenance runs, or after it stops"
+        )
+        self.table = table
+        self.until_ms = until_ms
 
 
 class InvalidPredicateError(OtelDeltaError):

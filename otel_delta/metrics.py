@@ -93,7 +93,8 @@ COMMIT_SECONDS = Histogram(
 )
 MAINTENANCE_RUNS = Counter(
     "otel_delta_maintenance_runs",
-    "Scheduled maintenance steps, by step and outcome (ok, failed)",
+    "Scheduled maintenance steps, by step and outcome (ok, failed, skipped: another process "
+    "holds the table's maintenance lease)",
     ["step", "outcome"],
 )
 MAINTENANCE_SECONDS = Histogram(

@@ -46,6 +46,7 @@ from otel_delta.connector.results import (
 from otel_delta.engines import Engine, EngineName, commit_log
 from otel_delta.engines.base import duplicate_source_rows
 from otel_delta.engines.data_files import table_filesystem
+from otel_delta.engines.lease import LEASES
 from otel_delta.errors import (
     CommitError,
     ConcurrentModificationError,
@@ -701,7 +702,12 @@ class Table:
         engine: EngineName | None = None,
     ) -> OptimizeResult:
         """Compact small files (and Z-order by columns); `where` may only name partition
-        columns. A dataChange=false commit: concurrent appends are not disturbed."""
+        columns. A dataChange=false commit: concurrent appends are not disturbed.
+
+        Runs while this process holds the table's maintenance lease (engines/lease.py), taken
+        for the call and released after it unless the process held it already (a bridge's
+        maintainer): LeaseHeldError when another process holds it, since two rewrites of the
+        same files at once would both land and store their rows twice."""
         if target_size is not None:
             whole_number(target_size, "target_size", minimum=1)
         chosen = self._engine(engine)
@@ -717,13 +723,14 @@ class Table:
         size = target_size or self._settings.storage.file_size_target
         where_sql = predicate.to_sql(chosen.dialect) if predicate else None
         metrics: dict[str, Any]
-        metrics, version = self._committing(
-            "optimize",
-            chosen,
-            lambda commit_id: chosen.optimize(
-                self.name, where_sql, filters, columns, size, commit_id
-            ),
-        )
+        with LEASES.holding(delta, self._settings.table.maintenance_lease_seconds):
+            metrics, version = self._committing(
+                "optimize",
+                chosen,
+                lambda commit_id: chosen.optimize(
+                    self.name, where_sql, filters, columns, size, commit_id
+                ),
+            )
         added, removed, partitions = maintenance.optimize_counts(metrics)
         return OptimizeResult(
             version=version,

@@ -44,6 +44,7 @@ from deltalake import DeltaTable, WriterProperties
 from deltalake.transaction import AddAction, CommitProperties
 
 from otel_delta.engines.data_files import plain_parquet
+from otel_delta.engines.lease import LEASES
 from otel_delta.ipc import read_spill, spill_writer
 from otel_delta.lakehouse import column_properties
 from otel_delta.maintenance.compaction import (
@@ -143,6 +144,7 @@ def _z_order(
     target_size: int,
     max_spill_bytes: int,
 ) -> CompactionResult:
+    LEASES.hold(delta, options.lease_seconds)  # delta-rs's rewrite: see engines/lease.py
     properties = WriterProperties(
         compression=options.compression,  # type: ignore[arg-type]
         compression_level=options.compression_level,

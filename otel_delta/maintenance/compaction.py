@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
+from otel_delta.config import TableSettings
 from otel_delta.engines.data_files import (
     DataFile,
     commit_actions,
@@ -56,6 +57,7 @@ from otel_delta.engines.data_files import (
     run_starts,
     stats_columns,
 )
+from otel_delta.engines.lease import LEASES
 from otel_delta.errors import ConcurrentModificationError, describe
 from otel_delta.lakehouse import commit_info, rewrite_transaction
 from otel_delta.tables.layout import COMPACTION_LEVEL, Layout, parquet_options
@@ -79,6 +81,8 @@ class RewriteOptions:
     max_commit_retries: int = 15
     group_input_bytes: int = GROUP_INPUT_BYTES
     row_group_rows: int = ROW_GROUP_ROWS  # of the files this module writes
+    # the table's maintenance lease, taken before each rewrite commits (engines/lease.py)
+    lease_seconds: float = TableSettings.model_fields["maintenance_lease_seconds"].default
 
 
 @dataclass(frozen=True)
@@ -332,7 +336,9 @@ def commit_swap(
     (another replica's compaction, a delete, retention) fails the swap here, and from that
     version on the commit carries the rewrites' own `txn`, so any rewrite landing before it
     fails it too (and every later group of this round commits on the version its previous
-    group made)."""
+    group made). Neither check reaches delta-rs's own rewrites (bin-packing, Z-order), so the
+    swap commits only while this process holds the table's maintenance lease (engines/lease.py;
+    LeaseHeldError otherwise)."""
     now_ms = int(time.time() * 1000)
     removes = [
         RemoveAction(
@@ -345,7 +351,7 @@ def commit_swap(
         for f in inputs
     ]
     try:
-        delta.update_incremental()
+        LEASES.hold(delta, options.lease_seconds)  # brings `delta` up to date too
         live = {c.path for c in candidates(delta)}
         if gone := [f for f in inputs if f.path not in live]:
             raise ConcurrentModificationError(

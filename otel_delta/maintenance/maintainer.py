@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from otel_delta.config import Settings
 from otel_delta.connector import DeltaLakeConnector
-from otel_delta.errors import StoreUnavailableError, TableNotFoundError
+from otel_delta.engines.lease import LEASES
+from otel_delta.errors import StoreUnavailableError, TableNotFoundError, describe
 from otel_delta.maintenance.tasks import TablePolicy, TableReport, maintain_table
 from otel_delta.metrics import MAINTENANCE_RUNS
 from otel_delta.tables import TABLES
@@ -69,10 +70,26 @@ class Maintainer:
         log.info("table maintenance every %ss", self.policy.interval_seconds)
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop scheduling rounds and wait for the one in progress."""
+        """Stop scheduling rounds, wait for the one in progress, then release the tables'
+        maintenance leases, so another replica maintains them at its next round rather than
+        once they run out (engines/lease.py)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                return  # a rewrite still runs: its lease must outlive it
+        self.release_leases()
+
+    def release_leases(self) -> None:
+        if not LEASES.held():
+            return
+        for name in self.policy.tables:
+            try:
+                LEASES.release(self.connector.table(name).delta())  # nothing if not held
+            except TableNotFoundError:
+                continue
+            except Exception as exc:  # it runs out by itself
+                log.warning("releasing the maintenance lease of %s: %s", name, describe(exc))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.policy.interval_seconds):

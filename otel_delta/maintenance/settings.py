@@ -22,6 +22,7 @@ def maintenance_policy(settings: Settings) -> MaintenancePolicy | None:
         compression=table.compression,
         compaction_compression_level=table.compaction_compression_level,
         max_commit_retries=lake.operations.max_commit_retries,
+        lease_seconds=table.maintenance_lease_seconds,
     )
     anything = policy.optimize or policy.vacuum or policy.retention_days or policy.checkpoint
     if not table.maintenance_interval_seconds or not anything:

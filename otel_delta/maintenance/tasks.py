@@ -10,6 +10,11 @@ where the receiver appends, gets the clustered compaction of files older than a 
 vacuum deletes files removed from the table, and files no commit references only once a week
 old (engines/vacuum.py: a younger one could belong to a commit in flight); retention deletes
 whole expired date partitions.
+
+The three rewrites run only in the process holding the table's maintenance lease
+(engines/lease.py): where another replica holds it, they are skipped (counted as `skipped`),
+and the lease is taken only by a round that has something to rewrite, so an idle table gets
+no commits.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from otel_delta.config import TableSettings
+from otel_delta.engines.lease import LEASES
 from otel_delta.errors import describe
 from otel_delta.maintenance import closed_days, compaction
 from otel_delta.metrics import MAINTENANCE_RUNS, MAINTENANCE_SECONDS
@@ -28,6 +35,8 @@ from otel_delta.tables import TABLES
 from otel_delta.tables.layout import COMPACTION_LEVEL
 
 if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
     from otel_delta.connector import Table
 
 log = logging.getLogger(__name__)
@@ -49,6 +58,7 @@ class TablePolicy:
     compression: str = "ZSTD"
     compaction_compression_level: int = COMPACTION_LEVEL
     max_commit_retries: int = 15
+    lease_seconds: float = TableSettings.model_fields["maintenance_lease_seconds"].default
 
 
 @dataclass
@@ -63,6 +73,8 @@ class TableReport:
     open_files_compacted: int = 0  # of today's partition, by the clustered compaction
     open_files_written: int = 0
     files_vacuumed: int = 0
+    # another process's maintenance lease ends then (ms): this round rewrote nothing
+    rewrites_left_until_ms: int | None = None
     checkpointed: bool = False
     version: int = -1
     errors: list[str] = field(default_factory=list)
@@ -83,6 +95,25 @@ def _step(report: TableReport, name: str, action: Callable[[], None]) -> None:
         log.warning("maintenance of %s: %s failed: %s", report.table, name, describe(exc))
     MAINTENANCE_RUNS.labels(name, outcome).inc()
     MAINTENANCE_SECONDS.labels(name).observe(time.monotonic() - started)
+
+
+def _skip(report: TableReport, name: str) -> None:
+    MAINTENANCE_RUNS.labels(name, "skipped").inc()
+
+
+def binpacking_due(
+    delta: DeltaTable, include: Callable[[dict[str, str | None]], bool], target_size: int
+) -> bool:
+    """Whether delta-rs's bin-packing has anything to do in the partitions passing `include`:
+    a partition with two files or more under `target_size` (it leaves a lone small file be).
+    Asked first so that a round with nothing to pack takes no lease (engines/lease.py)."""
+    small: dict[tuple[tuple[str, str | None], ...], int] = {}
+    for file in compaction.candidates(delta):
+        if file.size < target_size and include(dict(file.partition)):
+            small[file.partition] = small.get(file.partition, 0) + 1
+            if small[file.partition] >= 2:
+                return True
+    return False
 
 
 def maintain_table(
@@ -114,15 +145,29 @@ def maintain_table(
         compression=policy.compression,
         compression_level=policy.compaction_compression_level,
         max_commit_retries=policy.max_commit_retries,
+        lease_seconds=policy.lease_seconds,
     )
-    if policy.optimize and by_date and layout.cluster_columns:
+
+    def closed(values: dict[str, str | None]) -> bool:
+        return (values.get("date") or day) < day
+
+    def lease() -> None:
+        report.rewrites_left_until_ms = LEASES.held_elsewhere(table.delta())
+
+    if policy.optimize and by_date:
+        _step(report, "lease", lease)
+    if report.rewrites_left_until_ms is not None:
+        log.debug("maintenance of %s: another process holds the lease", report.table)
+        for name in ("clustering", "compaction", "open_compaction"):
+            _skip(report, name)
+    elif policy.optimize and by_date and layout.cluster_columns:
 
         def cluster() -> None:
             result = closed_days.cluster_partitions(
                 table.delta(),
                 layout,
                 options,
-                include=lambda values: (values.get("date") or day) < day,
+                include=closed,
                 target_size=policy.target_file_size,
             )
             report.partitions_clustered = result.partitions
@@ -131,16 +176,26 @@ def maintain_table(
 
         _step(report, "clustering", cluster)
 
-    if policy.optimize and by_date:  # with nothing to compact, optimize commits nothing
+    if report.rewrites_left_until_ms is None and policy.optimize and by_date:
 
         def compact() -> None:
+            delta = table.delta()
+            if not binpacking_due(delta, closed, policy.target_file_size):
+                return
+            # held across rounds: the optimize call keeps a lease its process held before
+            LEASES.hold(delta, policy.lease_seconds)
             result = table.optimize(where=f"date < '{day}'", target_size=policy.target_file_size)
             report.files_compacted += result.files_removed
             report.files_written += result.files_added
 
         _step(report, "compaction", compact)
 
-    if policy.optimize and by_date and policy.open_partition_age_seconds:
+    if (
+        report.rewrites_left_until_ms is None
+        and policy.optimize
+        and by_date
+        and policy.open_partition_age_seconds
+    ):
 
         def compact_open() -> None:
             result = compaction.compact(

@@ -44,8 +44,12 @@ def test_optimize_compacts_and_keeps_rows_identical(spans) -> None:
     assert after_stats.files == before_stats.files - result.files_removed + result.files_added
     assert after_stats.rows == before_stats.rows
     assert rows(spans).equals(before_rows)
-    entry = spans.history(1)[0]
-    assert entry.operation == "OPTIMIZE"
+    # the OPTIMIZE, between the commits taking and releasing the maintenance lease
+    lease_taken, entry, lease_released = spans.history(3)[::-1]
+    assert entry.version == result.version and entry.operation == "OPTIMIZE"
+    for lease in (lease_taken, lease_released):
+        assert lease.operation == "WRITE" and not lease.num_records
+    assert lease_released.version == result.version + 1
     assert spans.optimize().files_added == 0  # nothing left to compact
 
 

@@ -117,8 +117,9 @@ def test_rewrite_keeps_every_row_once_sorted_with_delta_rs_statistics(
     entry = table.history(1)[0]
     assert entry.metrics == {"num_added_files": 1, "num_removed_files": 12}
 
-    # the swap is one commit, invisible to change readers
-    actions = log_actions(tmp_path / "spans", before + 1)
+    # the swap is one commit, invisible to change readers (after the one taking the lease)
+    assert fresh.version() == before + 2
+    actions = log_actions(tmp_path / "spans", before + 2)
     changes = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
     assert len(changes) == 13 and {c["dataChange"] for c in changes} == {False}
 

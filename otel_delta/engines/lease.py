@@ -1,0 +1,155 @@
+"""Which process may rewrite a table's files: a lease kept in the table's own Delta log.
+
+**Why.** delta-rs 1.6.6 does not fail a rewrite (a dataChange=false commit: compaction, OPTIMIZE,
+Z-order) that removes files a concurrent rewrite already removed (delta-io/delta-rs#3982): two
+such commits of the same files both land, and every row of those files is then in the table
+twice. Two `otel-delta optimize` runs at once did it every time (60 files of 100 rows: 12,000
+rows, 6,000 distinct), and so did replicas of the bridge that all ran maintenance on one lake.
+Our own rewrites read the log again just before committing (maintenance/compaction.commit_swap),
+but delta-rs's (bin-packing, Z-order, `optimize`) commit inside one call, and neither kind is
+checked against the other's commit. So one process at a time rewrites a table's files.
+
+**How.** Before its first rewrite commit a process takes the table's lease: a commit holding only
+a Delta `txn` of app id `LEASE_APP_ID`, whose version is the moment the lease ends (ms since the
+epoch). Every store the bridge supports makes one commit per version, and delta-rs fails a commit
+carrying a `txn` of an app id that a commit after its read version also carried ("Concurrent
+transaction failed"): of two processes taking the lease at once, exactly one holds it. A process
+that finds a lease of another process still running leaves the table's rewrites to it
+(`LeaseHeldError`; the maintainer skips its rewrite steps); one that finds the lease ended, or
+never taken, takes it. The holder renews it once less than half is left, so each rewrite starts
+with at least half a lease ahead: a lease must be at least twice as long as a rewrite takes
+(`deltalake.table.maintenance_lease_seconds`). A holder that stops releases its leases (a lease
+that ends now); one that dies leaves them to run out.
+
+Appends, deletes, upserts, vacuum, checkpoints and retention do not take it: delta-rs checks
+their commits against rewrites itself. A process's leases are held in memory (`Leases`), so
+a process knows its own from another's by the version it committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError, DeltaProtocolError
+from deltalake.transaction import CommitProperties, Transaction
+
+from otel_delta.engines.data_files import commit_actions
+from otel_delta.errors import LeaseHeldError
+from otel_delta.lakehouse import commit_info
+
+log = logging.getLogger(__name__)
+
+LEASE_APP_ID = "otel-delta.maintenance-lease"
+LEASE_OPERATION = "maintenance lease"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _name(delta: DeltaTable) -> str:
+    return delta.metadata().name or delta.table_uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+class Leases:
+    """The maintenance leases this process holds, by table URI (one instance per process:
+    `LEASES`; tests make more to stand for other processes)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, int] = {}  # table URI -> the version (end, ms) we committed
+        self._lock = threading.Lock()
+
+    def held_elsewhere(self, delta: DeltaTable, at_ms: int | None = None) -> int | None:
+        """When another process's lease on the table ends (ms), if it has not ended yet; None
+        when this process may take it. Reads `delta` as it is (no update)."""
+        current = delta.transaction_version(LEASE_APP_ID)
+        if current is None or current <= (now_ms() if at_ms is None else at_ms):
+            return None
+        with self._lock:
+            return None if self._held.get(delta.table_uri) == current else current
+
+    def hold(self, delta: DeltaTable, seconds: float, at_ms: int | None = None) -> bool:
+        """Make sure this process holds the table's lease with at least half of `seconds`
+        ahead: a commit when it is not held or less than half is left, none otherwise. True
+        when this call took a lease the process did not hold. Raises LeaseHeldError when another
+        process holds it. `delta` is brought up to date first (its own commits count)."""
+        delta.update_incremental()
+        now = now_ms() if at_ms is None else at_ms
+        if (ends := self.held_elsewhere(delta, now)) is not None:
+            raise LeaseHeldError(_name(delta), ends)
+        current = delta.transaction_version(LEASE_APP_ID)
+        with self._lock:
+            mine = self._held.get(delta.table_uri)
+        ours = mine is not None and current == mine
+        length_ms = int(seconds * 1000)
+        if ours and current is not None and current - now >= length_ms // 2:
+            return False
+        # a later version than any before: each commit of the lease says something new
+        ends = max(now + length_ms, (current or 0) + 1)
+        try:
+            self._commit(delta, ends)
+        except CommitFailedError:
+            delta.update_incremental()
+            if (ends := self.held_elsewhere(delta)) is not None:  # taken since our read
+                raise LeaseHeldError(_name(delta), ends) from None
+            raise
+        except DeltaProtocolError as exc:
+            # a table delta-rs cannot write (e.g. Spark's deletion vectors): delta-rs cannot
+            # rewrite it either, and Spark checks its own rewrites' conflicts
+            log.debug("no maintenance lease on %s: %s", delta.table_uri, exc)
+            return False
+        with self._lock:
+            self._held[delta.table_uri] = ends
+        return not ours
+
+    def release(self, delta: DeltaTable) -> None:
+        """End this process's lease on the table now (a commit), so another process may take
+        it at once; nothing when the process does not hold it."""
+        with self._lock:
+            mine = self._held.pop(delta.table_uri, None)
+        if mine is None:
+            return
+        delta.update_incremental()
+        if delta.transaction_version(LEASE_APP_ID) != mine:
+            return  # it had run out and another process took it
+        # another process committing a lease meanwhile fails it: ours was over anyway
+        with contextlib.suppress(CommitFailedError):
+            self._commit(delta, now_ms())
+
+    def held(self) -> list[str]:
+        """The URIs of the tables whose lease this process committed last."""
+        with self._lock:
+            return list(self._held)
+
+    @contextlib.contextmanager
+    def holding(self, delta: DeltaTable, seconds: float) -> Iterator[None]:
+        """Hold the table's lease for one operation: released after it when the operation took
+        it, kept when the process held it before (its maintainer does)."""
+        taken = self.hold(delta, seconds)
+        try:
+            yield
+        finally:
+            if taken:
+                try:
+                    self.release(delta)
+                except Exception as exc:  # it runs out by itself: the operation's outcome
+                    log.warning("releasing the maintenance lease of %s: %s", _name(delta), exc)
+
+    @staticmethod
+    def _commit(delta: DeltaTable, ends_ms: int) -> None:
+        commit_actions(
+            delta,
+            [],
+            CommitProperties(
+                app_transactions=[Transaction(LEASE_APP_ID, ends_ms)],
+                custom_metadata=commit_info(LEASE_OPERATION),
+            ),
+        )
+
+
+LEASES = Leases()
