@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from otel_delta.config import TableSettings
 from otel_delta.engines.lease import LEASES
-from otel_delta.errors import describe
+from otel_delta.errors import LeaseHeldError, describe
 from otel_delta.maintenance import closed_days, compaction
 from otel_delta.metrics import MAINTENANCE_RUNS, MAINTENANCE_SECONDS
 from otel_delta.tables import TABLES
@@ -89,16 +89,16 @@ def _step(report: TableReport, name: str, action: Callable[[], None]) -> None:
     outcome = "ok"
     try:
         action()
+    except LeaseHeldError as exc:  # another replica took the lease since this round's check
+        outcome = "skipped"
+        report.rewrites_left_until_ms = exc.until_ms
+        log.info("maintenance of %s: %s left to another process: %s", report.table, name, exc)
     except Exception as exc:  # any failure is logged and retried next round, never raised
         outcome = "failed"
         report.errors.append(f"{name}: {describe(exc)}")
         log.warning("maintenance of %s: %s failed: %s", report.table, name, describe(exc))
     MAINTENANCE_RUNS.labels(name, outcome).inc()
     MAINTENANCE_SECONDS.labels(name).observe(time.monotonic() - started)
-
-
-def _skip(report: TableReport, name: str) -> None:
-    MAINTENANCE_RUNS.labels(name, "skipped").inc()
 
 
 def binpacking_due(
@@ -154,13 +154,16 @@ def maintain_table(
     def lease() -> None:
         report.rewrites_left_until_ms = LEASES.held_elsewhere(table.delta())
 
+    def rewrite(name: str, action: Callable[[], None]) -> None:
+        """A step that rewrites files: only while no other process holds the lease."""
+        if report.rewrites_left_until_ms is None:
+            _step(report, name, action)
+        else:
+            MAINTENANCE_RUNS.labels(name, "skipped").inc()
+
     if policy.optimize and by_date:
         _step(report, "lease", lease)
-    if report.rewrites_left_until_ms is not None:
-        log.debug("maintenance of %s: another process holds the lease", report.table)
-        for name in ("clustering", "compaction", "open_compaction"):
-            _skip(report, name)
-    elif policy.optimize and by_date and layout.cluster_columns:
+    if policy.optimize and by_date and layout.cluster_columns:
 
         def cluster() -> None:
             result = closed_days.cluster_partitions(
@@ -174,9 +177,9 @@ def maintain_table(
             report.files_compacted += result.files_removed
             report.files_written += result.files_added
 
-        _step(report, "clustering", cluster)
+        rewrite("clustering", cluster)
 
-    if report.rewrites_left_until_ms is None and policy.optimize and by_date:
+    if policy.optimize and by_date:
 
         def compact() -> None:
             delta = table.delta()
@@ -188,14 +191,9 @@ def maintain_table(
             report.files_compacted += result.files_removed
             report.files_written += result.files_added
 
-        _step(report, "compaction", compact)
+        rewrite("compaction", compact)
 
-    if (
-        report.rewrites_left_until_ms is None
-        and policy.optimize
-        and by_date
-        and policy.open_partition_age_seconds
-    ):
+    if policy.optimize and by_date and policy.open_partition_age_seconds:
 
         def compact_open() -> None:
             result = compaction.compact(
@@ -208,7 +206,7 @@ def maintain_table(
             report.open_files_compacted = result.files_removed
             report.open_files_written = result.files_added
 
-        _step(report, "open_compaction", compact_open)
+        rewrite("open_compaction", compact_open)
 
     if policy.vacuum:
 

@@ -96,9 +96,8 @@ def test_a_released_lease_is_taken_at_once(uri: str) -> None:
 
 def test_holding_releases_only_a_lease_it_took(uri: str) -> None:
     ours, theirs = Leases(), Leases()
-    with ours.holding(DeltaTable(uri), SECONDS):
-        with pytest.raises(LeaseHeldError):
-            theirs.hold(DeltaTable(uri), SECONDS)
+    with ours.holding(DeltaTable(uri), SECONDS), pytest.raises(LeaseHeldError):
+        theirs.hold(DeltaTable(uri), SECONDS)
     assert theirs.held_elsewhere(DeltaTable(uri)) is None  # released after the operation
 
     ours.hold(DeltaTable(uri), SECONDS)  # held before, as a bridge's maintainer holds it

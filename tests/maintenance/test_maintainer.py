@@ -19,7 +19,8 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta import DeltaConfig, DeltaLakeConnector
 from otel_delta.config import Settings
-from otel_delta.errors import OperationDisabledError
+from otel_delta.engines.lease import LEASES, Leases
+from otel_delta.errors import LeaseHeldError, OperationDisabledError
 from otel_delta.maintenance import maintain_table
 from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.maintenance.tasks import TablePolicy, utc_today
@@ -219,3 +220,33 @@ def test_maintenance_beside_ingestion_loses_and_blocks_nothing(tmp_path: Path) -
     ops = {h["operation"] for h in DeltaTable(str(lake / "spans")).history()}
     assert {"OPTIMIZE", "WRITE", "VACUUM END"} <= ops
     assert compaction_data_change(lake / "spans") == {False}
+
+
+def test_a_replica_without_the_lease_leaves_the_rewrites_to_its_holder(tmp_path: Path) -> None:
+    """Another process holds the table's maintenance lease (engines/lease.py): this one's
+    round rewrites nothing and commits no lease, vacuum and checkpoint still run; once the
+    holder releases it, the next round compacts."""
+    table = spans_table(tmp_path)
+    today = utc_today()
+    closed = today - dt.timedelta(days=1)
+    commit_each(table, closed, range(0, 4))
+    holder = Leases()  # another replica
+    holder.hold(table.delta(), 600)
+    version = table.version()
+    policy = TablePolicy(retention_hours=0)
+
+    report = maintain_table(table, policy, today=today)
+    assert report.errors == [] and report.rewrites_left_until_ms is not None
+    assert (report.files_compacted, report.partitions_clustered) == (0, 0)
+    assert live_files(table.uri) == {str(closed): 4}
+    assert report.checkpointed and DeltaTable(table.uri).version() == version
+
+    holder.release(table.delta())
+    report = maintain_table(table, policy, today=today)
+    assert report.errors == [] and report.rewrites_left_until_ms is None
+    assert report.files_compacted == 4 and live_files(table.uri) == {str(closed): 1}
+    ids = sorted(DeltaTable(table.uri).to_pyarrow_table().column("span_id").to_pylist())
+    assert ids == [f"{i:016x}" for i in range(4)]
+    with pytest.raises(LeaseHeldError):  # this process holds it now, across rounds
+        holder.hold(table.delta(), 600)
+    LEASES.release(table.delta())
