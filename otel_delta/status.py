@@ -24,6 +24,7 @@ from otel_delta.errors import (
     ConfigError,
     InvalidPredicateError,
     InvalidRequestError,
+    LeaseHeldError,
     MissingDependencyError,
     OperationDisabledError,
     OtelDeltaError,
@@ -77,6 +78,8 @@ STATUS_OF: tuple[tuple[type[OtelDeltaError], Status], ...] = (
     (ConfigError, Status(grpc.StatusCode.FAILED_PRECONDITION, 400)),
     (SchemaMismatchError, Status(grpc.StatusCode.FAILED_PRECONDITION, 400)),
     (ConcurrentModificationError, Status(grpc.StatusCode.ABORTED, 409)),
+    # another process's maintenance lease (engines/lease.py): a conflict, over when it ends
+    (LeaseHeldError, Status(grpc.StatusCode.ABORTED, 409)),
     (OperationDisabledError, Status(grpc.StatusCode.PERMISSION_DENIED, 403)),
     (MissingDependencyError, Status(grpc.StatusCode.UNIMPLEMENTED, 501)),
     # the Kafka stream job (its CLI exit code comes from here too)

@@ -14,6 +14,7 @@ from otel_delta.errors import (
     InvalidPredicateError,
     InvalidQueryError,
     InvalidRequestError,
+    LeaseHeldError,
     PartitionNotFoundError,
     RequestTooLargeError,
     SchemaMismatchError,
@@ -30,6 +31,7 @@ def test_status_codes() -> None:
     assert status_of(InvalidPredicateError("bad", "x")) == grpc.StatusCode.INVALID_ARGUMENT
     assert status_of(InvalidQueryError("bad", "x")) == grpc.StatusCode.INVALID_ARGUMENT
     assert status_of(ConcurrentModificationError("spans", 3, 5)) == grpc.StatusCode.ABORTED
+    assert status_of(LeaseHeldError("spans", 0)) == grpc.StatusCode.ABORTED
     assert status_of(SchemaMismatchError("m", "a", "b")) == grpc.StatusCode.FAILED_PRECONDITION
     # a failed commit stored nothing and may succeed later: retryable, as the receiver answers
     assert status_of(CommitError("c")) == grpc.StatusCode.UNAVAILABLE

@@ -22,6 +22,7 @@ from otel_delta.config import Settings
 from otel_delta.engines.lease import LEASES, Leases
 from otel_delta.errors import LeaseHeldError, OperationDisabledError
 from otel_delta.maintenance import maintain_table
+from otel_delta.maintenance.maintainer import Maintainer
 from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.maintenance.tasks import TablePolicy, utc_today
 from otel_delta.tables.schemas import SPANS
@@ -250,3 +251,19 @@ def test_a_replica_without_the_lease_leaves_the_rewrites_to_its_holder(tmp_path:
     with pytest.raises(LeaseHeldError):  # this process holds it now, across rounds
         holder.hold(table.delta(), 600)
     LEASES.release(table.delta())
+
+
+def test_a_stopped_maintainer_releases_its_leases(tmp_path: Path) -> None:
+    """So that another replica maintains the tables at its next round, not 30 min later."""
+    table = spans_table(tmp_path)
+    commit_each(table, utc_today() - dt.timedelta(days=1), range(3))
+    settings = Settings(deltalake={"table_path": str(tmp_path), "table": {"retention_hours": 0}})
+    policy = maintenance_policy(settings)
+    assert policy is not None
+    maintainer = Maintainer(policy)
+    assert maintainer.run_round().errors == []
+    other = Leases()  # another replica
+    assert other.held_elsewhere(table.delta()) is not None  # the round took the lease
+    maintainer.stop()
+    assert other.held_elsewhere(table.delta()) is None
+    assert other.hold(table.delta(), 600) is True
