@@ -92,8 +92,17 @@ class DeltaLakeConnector:
         return Table(self, name, self.lakehouse.create_table(name))
 
     def list_tables(self) -> list[str]:
-        """Names of the telemetry tables that exist under the root, in schema order."""
-        return [name for name in TABLES if self.lakehouse.exists(name)]
+        """Names of the telemetry tables that exist under the root, in schema order;
+        StoreUnavailableError, as `table` raises it, when the store does not answer or refuses
+        (an `otel-delta tables` on a refused SAS token said only "Generic MicrosoftAzure error")."""
+        found = []
+        for name in TABLES:
+            try:
+                if self.lakehouse.exists(name):
+                    found.append(name)
+            except OSError as exc:
+                raise StoreUnavailableError(name, self.uri(name), describe(exc)) from None
+        return found
 
     def delete_table(self, name: str) -> None:
         """Remove the table and all its files (local or S3); TableNotFoundError if absent."""

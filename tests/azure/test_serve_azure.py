@@ -4,6 +4,8 @@ each exactly once, both those committed while it runs and those a SIGTERM stop c
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -94,3 +96,30 @@ def test_sdk_spans_land_once_each_in_the_azure_spans_table(tmp_path: Path, azure
     assert any(blob.endswith(".parquet") for blob in blobs), blobs
     assert not (tmp_path / "lakehouse").exists()
     assert not any(path.suffix == ".parquet" for path in tmp_path.rglob("*"))
+
+
+def test_a_refused_sas_token_is_named_in_one_line_and_never_shown(
+    tmp_path: Path, azure: AzureServer
+) -> None:
+    """A SAS token the account refuses: `serve` and a table command each fail in one line that
+    says the store refused (403), and neither shows the token's signature (delta-rs's object
+    store writes a request's URL, which carries the SAS, as REDACTED)."""
+    signature = "SECRETsignature0123"
+    sas = f"sv=2021-08-06&ss=b&srt=sco&sp=rwdlac&se=2030-01-01T00%3A00%3A00Z&sig={signature}%3D"
+    config = write_config(tmp_path, azure)
+    text = config.read_text().replace(
+        f'AZURE_STORAGE_ACCOUNT_KEY = "{azure.account_key}"', f'AZURE_STORAGE_SAS_TOKEN = "{sas}"'
+    )
+    assert "AZURE_STORAGE_SAS_TOKEN" in text
+    config.write_text(text)
+    for argv, code in ((["tables"], 1), (["serve"], 2)):
+        run = subprocess.run(
+            [sys.executable, "-m", "otel_delta.cli", *argv, "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == code, run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+        assert "403 Forbidden" in run.stderr, run.stderr
+        assert signature not in run.stderr + run.stdout
