@@ -30,7 +30,7 @@ from deltalake import (
 )
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
-from otel_delta.config import Settings, SparkSettings
+from otel_delta.config import Settings, SparkSettings, TableSettings
 from otel_delta.errors import (
     CommitError,
     ConfigError,
@@ -101,6 +101,28 @@ def s3_filesystem(options: dict[str, str]) -> pafs.S3FileSystem:
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 LOG_RETENTION = "delta.logRetentionDuration"
 DEFAULT_LOG_RETENTION_HOURS = 720.0  # Delta's own default, 30 days
+# how long the log keeps a removed file's tombstone (`file_retention_hours`); Delta's default
+FILE_RETENTION = "delta.deletedFileRetentionDuration"
+DEFAULT_FILE_RETENTION_HOURS = 168.0
+
+
+def file_retention_hours(table: TableSettings) -> float:
+    """How long the tables' logs keep removed files' tombstones.
+
+    Every checkpoint carries the tombstones younger than this and every reader opening the
+    table reads them: a compacted table's checkpoint is mostly tombstones (a day of 10 s
+    flushes to 5 services compacts some 43,000 files away; a week of them, Delta's default,
+    makes every open and every checkpoint read and write 300,000 rows). Vacuum deletes removed
+    files once `retention_hours` old, from their tombstones (engines/vacuum.py), so the
+    tombstones are kept that long plus one maintenance interval: the vacuum due to delete a
+    file still finds its tombstone, which a checkpoint drops once expired (a file whose
+    tombstone is gone waits for the sweep of unreferenced files a week old). Delta's default
+    where `retention_hours` is Delta's own."""
+    if table.retention_hours == DEFAULT_FILE_RETENTION_HOURS:
+        return DEFAULT_FILE_RETENTION_HOURS
+    return table.retention_hours + table.maintenance_interval_seconds / 3600
+
+
 # in a commit's info: who wrote it ("compaction", "stream"; the table's history shows it)
 OPERATION = "otel_delta.operation"
 # A commit of files our own code wrote (engines/data_files) carries no `operationMetrics`:
@@ -229,6 +251,7 @@ class Lakehouse:
     checkpoint_interval: int = 100
     change_data_feed: bool = False
     log_retention_hours: float = DEFAULT_LOG_RETENTION_HOURS
+    file_retention_hours: float = DEFAULT_FILE_RETENTION_HOURS
     max_commit_retries: int = 15
     # Who deletes expired log entries: delta-rs after every commit (its default), or the
     # maintainer's checkpoint step (`serve` with maintenance on). delta-rs's cleanup lists the
@@ -250,6 +273,7 @@ class Lakehouse:
             checkpoint_interval=lake.table.checkpoint_interval,
             change_data_feed=lake.table.change_data_feed,
             log_retention_hours=lake.table.log_retention_hours,
+            file_retention_hours=file_retention_hours(lake.table),
             max_commit_retries=lake.operations.max_commit_retries,
             spark=settings.spark,
         )
@@ -354,13 +378,22 @@ class Lakehouse:
             properties[STATS_COLUMNS] = ",".join(spec.layout.stats_columns)
         if self.change_data_feed:
             properties[CHANGE_DATA_FEED] = "true"
-        if self.log_retention_hours != DEFAULT_LOG_RETENTION_HOURS:
-            properties[LOG_RETENTION] = self.log_retention()
+        properties.update(self.retention_properties())
         return properties
 
-    def log_retention(self) -> str:
-        """`deltalake.table.log_retention_hours` as a Delta interval."""
-        return f"interval {round(self.log_retention_hours * 3600)} seconds"
+    def retention_properties(self) -> dict[str, str]:
+        """The tables' Delta retentions where the settings differ from Delta's defaults: log
+        entries (`log_retention_hours`) and removed files' tombstones (`retention_hours`), as
+        Delta intervals. Set on new tables, and on existing ones as they are opened to write."""
+        wanted = {
+            LOG_RETENTION: (self.log_retention_hours, DEFAULT_LOG_RETENTION_HOURS),
+            FILE_RETENTION: (self.file_retention_hours, DEFAULT_FILE_RETENTION_HOURS),
+        }
+        return {
+            key: f"interval {round(hours * 3600)} seconds"
+            for key, (hours, default) in wanted.items()
+            if hours != default
+        }
 
     # --- tables ----------------------------------------------------------------------------
 
@@ -439,11 +472,10 @@ class Lakehouse:
         ):  # a table created before the feed was turned on gets it from now on
             table.alter.set_table_properties({CHANGE_DATA_FEED: "true"})
             table = DeltaTable(self.uri(name), storage_options=self.storage)
-        current = table.metadata().configuration.get(LOG_RETENTION)
-        if self.log_retention_hours != DEFAULT_LOG_RETENTION_HOURS and current != (
-            self.log_retention()
-        ):  # an existing table gets a configured retention; the default changes nothing
-            table.alter.set_table_properties({LOG_RETENTION: self.log_retention()})
+        current = table.metadata().configuration
+        changed = {k: v for k, v in self.retention_properties().items() if current.get(k) != v}
+        if changed:  # an existing table gets a configured retention; the default changes nothing
+            table.alter.set_table_properties(changed)
             table = DeltaTable(self.uri(name), storage_options=self.storage)
         return table
 

@@ -9,12 +9,13 @@ import random
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from otel_delta import DeltaConfig, DeltaLakeConnector
 from otel_delta.bridge import build_engines
 from otel_delta.config import Settings
-from otel_delta.lakehouse import LOG_RETENTION, Lakehouse
+from otel_delta.lakehouse import FILE_RETENTION, LOG_RETENTION, Lakehouse
 from otel_delta.maintenance.tasks import TablePolicy, maintain_table, utc_today
 from tests.maintenance.test_compaction import spans
 
@@ -120,3 +121,47 @@ def test_without_a_maintainer_delta_rs_removes_expired_log_entries_itself(tmp_pa
     append_past_expiry(engines, tmp_path)
     assert commits(tmp_path)[0] > 0
     assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table(columns=["span_id"]).num_rows == 70
+
+
+def removed_in_checkpoint(path: Path) -> int:
+    """Tombstones (remove actions) in the table's latest checkpoint."""
+    log = path / "spans" / "_delta_log"
+    latest = sorted(log.glob("*.checkpoint.parquet"))[-1]
+    removes = pq.read_table(latest, columns=["remove"]).column("remove")
+    return len(removes) - removes.null_count
+
+
+def test_tombstones_are_kept_as_long_as_vacuum_keeps_removed_files(tmp_path: Path) -> None:
+    """`retention_hours` sets delta.deletedFileRetentionDuration (plus one maintenance
+    interval): with a short retention, checkpoints, and so every open of the table, stop
+    carrying a week of tombstones; the vacuum before them still deletes the removed files."""
+    short, default = tmp_path / "short", tmp_path / "default"
+    tables = {
+        short: spans_table(short, retention_hours=0, maintenance_interval_seconds=0),
+        default: spans_table(default),
+    }
+    assert DeltaTable(tables[short].uri).metadata().configuration[FILE_RETENTION] == (
+        "interval 0 seconds"
+    )
+    assert FILE_RETENTION not in DeltaTable(tables[default].uri).metadata().configuration
+    for path, table in tables.items():
+        insert(table, random.Random(3), 6, 0)
+        live = {f.name for f in (path / "spans").rglob("part-*.parquet")}
+        report = maintain_table(
+            table, TablePolicy(retention_hours=0, open_partition_age_seconds=1e-3)
+        )
+        assert report.errors == [] and report.open_files_compacted == 6 and report.checkpointed
+        assert not {f.name for f in (path / "spans").rglob("part-*.parquet")} & live  # vacuumed
+    assert removed_in_checkpoint(short) == 0
+    assert removed_in_checkpoint(default) == 6
+
+
+def test_the_tombstone_retention_follows_retention_hours_and_the_maintenance_interval() -> None:
+    def retention(**table: float) -> float:
+        return Lakehouse.from_settings(Settings(deltalake={"table": table})).file_retention_hours
+
+    assert retention() == 168  # Delta's default: no table property
+    assert retention(retention_hours=24) == 25  # the default hourly maintenance
+    assert retention(retention_hours=24, maintenance_interval_seconds=0) == 24
+    lake = Lakehouse("/unused", file_retention_hours=25)
+    assert lake.retention_properties() == {FILE_RETENTION: "interval 90000 seconds"}
