@@ -22,8 +22,9 @@ POINTS = (
     # `otel-delta stream`: one table of a micro-batch committed, the batch's other tables not
     "stream-table-committed",
 )
-# `otel-delta stream`: an executor converting a micro-batch's messages (pause only)
-PAUSE_POINTS = ("stream-converting",)
+# `otel-delta stream`: an executor converting a micro-batch's messages (pause only); an
+# optimize holding the table's maintenance lease, before it plans (pause only)
+PAUSE_POINTS = ("stream-converting", "optimize-leased")
 _CRASH_AT = os.environ.get("OTEL_DELTA_CRASH_AT", "")
 _PAUSE_AT, _, _PAUSE_SECONDS = os.environ.get("OTEL_DELTA_PAUSE_AT", "").partition(":")
 

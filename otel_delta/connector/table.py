@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake import DeltaTable, write_deltalake
 from deltalake import Field as DeltaField
-from deltalake.exceptions import DeltaError
+from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
 from otel_delta.connector import audit, erasure, maintenance, redaction
@@ -59,6 +59,7 @@ from otel_delta.errors import (
     VersionNotFoundError,
     describe,
 )
+from otel_delta.faults import pause_point
 from otel_delta.lakehouse import CHANGE_DATA_FEED, METRICS_PREFIX
 from otel_delta.privacy import keyed_hash
 from otel_delta.retry import retrying
@@ -723,14 +724,20 @@ class Table:
         size = target_size or self._settings.storage.file_size_target
         where_sql = predicate.to_sql(chosen.dialect) if predicate else None
         metrics: dict[str, Any]
-        with LEASES.holding(delta, self._settings.table.maintenance_lease_seconds):
-            metrics, version = self._committing(
-                "optimize",
-                chosen,
-                lambda commit_id: chosen.optimize(
-                    self.name, where_sql, filters, columns, size, commit_id
-                ),
-            )
+        try:
+            with LEASES.holding(delta, self._settings.table.maintenance_lease_seconds):
+                pause_point("optimize-leased")
+                metrics, version = self._committing(
+                    "optimize",
+                    chosen,
+                    lambda commit_id: chosen.optimize(
+                        self.name, where_sql, filters, columns, size, commit_id
+                    ),
+                )
+        except CommitFailedError as exc:  # the lease's commit lost to another kind of commit
+            raise self._conflict(exc, 1) from None
+        except OSError as exc:
+            raise StoreUnavailableError(self.name, self.uri, describe(exc)) from None
         added, removed, partitions = maintenance.optimize_counts(metrics)
         return OptimizeResult(
             version=version,

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaProtocolError
-from deltalake.transaction import CommitProperties, Transaction
+from deltalake.transaction import CommitProperties, PostCommitHookProperties, Transaction
 
 from otel_delta.engines.data_files import commit_actions
 from otel_delta.errors import LeaseHeldError
@@ -63,6 +63,25 @@ class Leases:
     def __init__(self) -> None:
         self._held: dict[str, int] = {}  # table URI -> the version (end, ms) we committed
         self._lock = threading.Lock()
+        self._rewrites: dict[str, threading.RLock] = {}  # table URI -> its rewrites' lock
+
+    @contextlib.contextmanager
+    def exclusive(self, delta: DeltaTable) -> Iterator[None]:
+        """One rewrite of the table at a time within this process. The lease tells processes
+        apart, not threads: a bridge's maintainer and an optimize through its ConnectorService
+        share it. Re-entrant (the maintainer's bin-packing goes through `Table.optimize`)."""
+        with self._lock:
+            lock = self._rewrites.setdefault(delta.table_uri, threading.RLock())
+        with lock:
+            yield
+
+    def transaction(self, delta: DeltaTable) -> Transaction | None:
+        """The lease as this process holds it, for a rewrite's own commit to carry: a lease
+        another process committed after the rewrite's read then fails the rewrite (delta-rs's
+        txn check), however long it took. None when the process does not hold it."""
+        with self._lock:
+            mine = self._held.get(delta.table_uri)
+        return None if mine is None else Transaction(LEASE_APP_ID, mine)
 
     def held_elsewhere(self, delta: DeltaTable, at_ms: int | None = None) -> int | None:
         """When another process's lease on the table ends (ms), if it has not ended yet; None
@@ -105,6 +124,7 @@ class Leases:
             return False
         with self._lock:
             self._held[delta.table_uri] = ends
+        delta.update_incremental()  # a commit does not move the handle; the rewrite reads on
         return not ours
 
     def release(self, delta: DeltaTable) -> None:
@@ -128,17 +148,19 @@ class Leases:
 
     @contextlib.contextmanager
     def holding(self, delta: DeltaTable, seconds: float) -> Iterator[None]:
-        """Hold the table's lease for one operation: released after it when the operation took
-        it, kept when the process held it before (its maintainer does)."""
-        taken = self.hold(delta, seconds)
-        try:
-            yield
-        finally:
-            if taken:
-                try:
-                    self.release(delta)
-                except Exception as exc:  # it runs out by itself: the operation's outcome
-                    log.warning("releasing the maintenance lease of %s: %s", _name(delta), exc)
+        """Hold the table's lease for one operation, the only rewrite of the table in this
+        process meanwhile (`exclusive`): released after it when the operation took it, kept
+        when the process held it before (its maintainer does)."""
+        with self.exclusive(delta):
+            taken = self.hold(delta, seconds)
+            try:
+                yield
+            finally:
+                if taken:
+                    try:
+                        self.release(delta)
+                    except Exception as exc:  # it runs out by itself: the operation's outcome
+                        log.warning("releasing the maintenance lease of %s: %s", _name(delta), exc)
 
     @staticmethod
     def _commit(delta: DeltaTable, ends_ms: int) -> None:
@@ -149,6 +171,9 @@ class Leases:
                 app_transactions=[Transaction(LEASE_APP_ID, ends_ms)],
                 custom_metadata=commit_info(LEASE_OPERATION),
             ),
+            # delta-rs's expired-log cleanup lists the whole log: the maintainer's checkpoint
+            # step does it (as for the bridge's appends)
+            PostCommitHookProperties(cleanup_expired_logs=False),
         )
 
 

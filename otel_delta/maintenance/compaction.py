@@ -338,7 +338,8 @@ def commit_swap(
     fails it too (and every later group of this round commits on the version its previous
     group made). Neither check reaches delta-rs's own rewrites (bin-packing, Z-order), so the
     swap commits only while this process holds the table's maintenance lease (engines/lease.py;
-    LeaseHeldError otherwise)."""
+    LeaseHeldError otherwise), and carries it: if the lease ran out during the rewrite and
+    another process took it, the swap fails."""
     now_ms = int(time.time() * 1000)
     removes = [
         RemoveAction(
@@ -366,7 +367,10 @@ def commit_swap(
             [*removes, *outputs],
             CommitProperties(
                 max_commit_retries=options.max_commit_retries,
-                app_transactions=[rewrite_transaction()],
+                # and the lease: another process's lease landing meanwhile fails the swap
+                app_transactions=[
+                    txn for txn in (rewrite_transaction(), LEASES.transaction(delta)) if txn
+                ],
                 custom_metadata=commit_info(
                     "compaction",
                     {"num_added_files": len(outputs), "num_removed_files": len(inputs)},

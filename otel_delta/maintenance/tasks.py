@@ -104,14 +104,18 @@ def _step(report: TableReport, name: str, action: Callable[[], None]) -> None:
 def binpacking_due(
     delta: DeltaTable, include: Callable[[dict[str, str | None]], bool], target_size: int
 ) -> bool:
-    """Whether delta-rs's bin-packing has anything to do in the partitions passing `include`:
-    a partition with two files or more under `target_size` (it leaves a lone small file be).
-    Asked first so that a round with nothing to pack takes no lease (engines/lease.py)."""
-    small: dict[tuple[tuple[str, str | None], ...], int] = {}
+    """Whether delta-rs's bin-packing may have anything to do in the partitions passing
+    `include`. It packs a partition's files of at most `target_size`, neighbours in the log's
+    order, into bins of at most `target_size`, and rewrites only bins of two files or more:
+    so it has nothing to do unless some partition's two smallest such files fit in one bin
+    together. Asked first so that a round with nothing to pack takes no lease
+    (engines/lease.py); it may still find the fitting files too far apart to pack."""
+    smallest: dict[tuple[tuple[str, str | None], ...], list[int]] = {}
     for file in compaction.candidates(delta):
-        if file.size < target_size and include(dict(file.partition)):
-            small[file.partition] = small.get(file.partition, 0) + 1
-            if small[file.partition] >= 2:
+        if file.size <= target_size and include(dict(file.partition)):
+            two = sorted([*smallest.get(file.partition, []), file.size])[:2]
+            smallest[file.partition] = two
+            if len(two) == 2 and sum(two) <= target_size:
                 return True
     return False
 
@@ -155,11 +159,17 @@ def maintain_table(
         report.rewrites_left_until_ms = LEASES.held_elsewhere(table.delta())
 
     def rewrite(name: str, action: Callable[[], None]) -> None:
-        """A step that rewrites files: only while no other process holds the lease."""
-        if report.rewrites_left_until_ms is None:
-            _step(report, name, action)
-        else:
+        """A step that rewrites files: only while no other process holds the lease, and as the
+        only rewrite of the table in this process (a ConnectorService optimize waits)."""
+        if report.rewrites_left_until_ms is not None:
             MAINTENANCE_RUNS.labels(name, "skipped").inc()
+            return
+
+        def exclusively() -> None:
+            with LEASES.exclusive(table.delta()):
+                action()
+
+        _step(report, name, exclusively)
 
     if policy.optimize and by_date:
         _step(report, "lease", lease)

@@ -6,12 +6,17 @@ Each `Leases` instance stands for one process, on handles of its own, over a rea
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import CommitProperties
 
+from otel_delta.engines.data_files import commit_actions
 from otel_delta.engines.lease import LEASE_APP_ID, LEASE_OPERATION, Leases, now_ms
 from otel_delta.errors import LeaseHeldError, OtelDeltaError
 
@@ -111,3 +116,41 @@ def test_a_lease_commit_changes_no_row_and_says_what_it_is(uri: str) -> None:
     table = DeltaTable(uri)
     assert table.to_pyarrow_table().column("span_id").to_pylist() == ["a", "b"]
     assert table.history(1)[0]["otel_delta.operation"] == LEASE_OPERATION
+
+
+def test_a_rewrite_carrying_a_lease_that_ran_out_fails_once_another_took_it(uri: str) -> None:
+    """A rewrite that outlived its lease (a long sort, a paused process): another process
+    took the lease meanwhile, so the rewrite's commit, carrying the lease it started with,
+    fails instead of landing beside the other's rewrite."""
+    ours, theirs = Leases(), Leases()
+    start = now_ms()
+    rewriting = DeltaTable(uri)
+    ours.hold(rewriting, SECONDS, at_ms=start - LENGTH_MS - 1)  # ran out a moment ago
+    theirs.hold(DeltaTable(uri), SECONDS, at_ms=start)
+    carried = ours.transaction(rewriting)
+    assert carried is not None and theirs.transaction(rewriting) is not None
+    with pytest.raises(CommitFailedError, match="Concurrent transaction"):
+        commit_actions(rewriting, [], CommitProperties(app_transactions=[carried]))
+    assert Leases().transaction(rewriting) is None  # a process holding nothing carries nothing
+
+
+def test_one_rewrite_of_a_table_at_a_time_within_a_process(uri: str) -> None:
+    """The lease tells processes apart; threads of one process (a bridge's maintainer and an
+    optimize through its ConnectorService) take turns."""
+    leases = Leases()
+    inside, order = threading.Event(), []
+
+    def first() -> None:
+        with leases.holding(DeltaTable(uri), SECONDS):
+            order.append("first in")
+            inside.set()
+            time.sleep(0.5)
+            order.append("first out")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert inside.wait(10)
+    with leases.holding(DeltaTable(uri), SECONDS):  # the same process: waits, is not refused
+        order.append("second in")
+    thread.join(10)
+    assert order == ["first in", "first out", "second in"]

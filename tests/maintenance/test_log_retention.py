@@ -131,25 +131,24 @@ def removed_in_checkpoint(path: Path) -> int:
     return len(removes) - removes.null_count
 
 
-def test_tombstones_are_kept_as_long_as_vacuum_keeps_removed_files(tmp_path: Path) -> None:
-    """`retention_hours` sets delta.deletedFileRetentionDuration (plus one maintenance
-    interval): with a short retention, checkpoints, and so every open of the table, stop
-    carrying a week of tombstones; the vacuum before them still deletes the removed files."""
+def test_checkpoints_drop_the_tombstones_older_than_the_tables_file_retention(
+    tmp_path: Path,
+) -> None:
+    """delta.deletedFileRetentionDuration, as the lakehouse sets it (here 0 h, where the
+    settings give at least 24): checkpoints, and so every open of the table, stop carrying the
+    expired tombstones; the vacuum before them still deletes the removed files."""
     short, default = tmp_path / "short", tmp_path / "default"
-    tables = {
-        short: spans_table(short, retention_hours=0, maintenance_interval_seconds=0),
-        default: spans_table(default),
-    }
+    Lakehouse(str(short), file_retention_hours=0).create_table("spans")
+    tables = {short: spans_table(short), default: spans_table(default)}
     assert DeltaTable(tables[short].uri).metadata().configuration[FILE_RETENTION] == (
         "interval 0 seconds"
     )
     assert FILE_RETENTION not in DeltaTable(tables[default].uri).metadata().configuration
+    policy = TablePolicy(retention_hours=0, open_partition_age_seconds=1e-3)
     for path, table in tables.items():
         insert(table, random.Random(3), 6, 0)
         live = {f.name for f in (path / "spans").rglob("part-*.parquet")}
-        report = maintain_table(
-            table, TablePolicy(retention_hours=0, open_partition_age_seconds=1e-3)
-        )
+        report = maintain_table(table, policy)
         assert report.errors == [] and report.open_files_compacted == 6 and report.checkpointed
         assert not {f.name for f in (path / "spans").rglob("part-*.parquet")} & live  # vacuumed
     assert removed_in_checkpoint(short) == 0
@@ -161,7 +160,8 @@ def test_the_tombstone_retention_follows_retention_hours_and_the_maintenance_int
         return Lakehouse.from_settings(Settings(deltalake={"table": table})).file_retention_hours
 
     assert retention() == 168  # Delta's default: no table property
-    assert retention(retention_hours=24) == 25  # the default hourly maintenance
-    assert retention(retention_hours=24, maintenance_interval_seconds=0) == 24
-    lake = Lakehouse("/unused", file_retention_hours=25)
-    assert lake.retention_properties() == {FILE_RETENTION: "interval 90000 seconds"}
+    assert retention(retention_hours=48) == 50  # two rounds of the default hourly maintenance
+    assert retention(retention_hours=48, maintenance_interval_seconds=0) == 48
+    assert retention(retention_hours=0, maintenance_interval_seconds=0) == 24  # at least a day
+    lake = Lakehouse("/unused", file_retention_hours=26)
+    assert lake.retention_properties() == {FILE_RETENTION: "interval 93600 seconds"}
