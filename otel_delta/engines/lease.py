@@ -17,9 +17,12 @@ transaction failed"): of two processes taking the lease at once, exactly one hol
 that finds a lease of another process still running leaves the table's rewrites to it
 (`LeaseHeldError`; the maintainer skips its rewrite steps); one that finds the lease ended, or
 never taken, takes it. The holder renews it once less than half is left, so each rewrite starts
-with at least half a lease ahead: a lease must be at least twice as long as a rewrite takes
-(`deltalake.table.maintenance_lease_seconds`). A holder that stops releases its leases (a lease
-that ends now); one that dies leaves them to run out.
+with at least half a lease ahead (`deltalake.table.maintenance_lease_seconds`); our own
+rewrites commit carrying the lease they started under, so one that outlived it fails once
+another process took it, and `holding` (optimize, the bin-packing) renews it on a thread while
+delta-rs rewrites, which cannot carry it. Within a process, rewrites of a table take turns
+(`exclusive`). A holder that stops releases its leases (a lease that ends now); one that dies
+leaves them to run out. Lease ends come from each host's clock.
 
 Appends, deletes, upserts, vacuum, checkpoints and retention do not take it: delta-rs checks
 their commits against rewrites itself. A process's leases are held in memory (`Leases`), so
@@ -149,18 +152,40 @@ class Leases:
     @contextlib.contextmanager
     def holding(self, delta: DeltaTable, seconds: float) -> Iterator[None]:
         """Hold the table's lease for one operation, the only rewrite of the table in this
-        process meanwhile (`exclusive`): released after it when the operation took it, kept
-        when the process held it before (its maintainer does)."""
+        process meanwhile (`exclusive`): renewed while it runs (delta-rs's rewrites cannot
+        carry the lease in their commit, so a long one must not outlive it), released after
+        it when the operation took it, kept when the process held it before (its maintainer
+        does). `delta` is this call's: the renewals use it while the operation runs."""
         with self.exclusive(delta):
             taken = self.hold(delta, seconds)
+            stop = threading.Event()
+            renewer = threading.Thread(
+                target=self._renew, args=(delta, seconds, stop), name="lease-renewal", daemon=True
+            )
+            renewer.start()
             try:
                 yield
             finally:
+                stop.set()
+                renewer.join()
                 if taken:
                     try:
                         self.release(delta)
                     except Exception as exc:  # it runs out by itself: the operation's outcome
                         log.warning("releasing the maintenance lease of %s: %s", _name(delta), exc)
+
+    def _renew(self, delta: DeltaTable, seconds: float, stop: threading.Event) -> None:
+        """Renew the lease (once less than half is left) until `stop`; if another process took
+        it (this one paused past its end), say so: the rewrite under way may land beside one
+        of the other's."""
+        while not stop.wait(seconds / 4):
+            try:
+                self.hold(delta, seconds)
+            except LeaseHeldError as exc:
+                log.warning("maintenance lease of %s lost during a rewrite: %s", _name(delta), exc)
+                return
+            except Exception as exc:  # the store: try again at the next tick
+                log.warning("renewing the maintenance lease of %s: %s", _name(delta), exc)
 
     @staticmethod
     def _commit(delta: DeltaTable, ends_ms: int) -> None:

@@ -154,3 +154,15 @@ def test_one_rewrite_of_a_table_at_a_time_within_a_process(uri: str) -> None:
         order.append("second in")
     thread.join(10)
     assert order == ["first in", "first out", "second in"]
+
+
+def test_holding_renews_the_lease_while_the_operation_runs(uri: str) -> None:
+    """delta-rs's own rewrites cannot carry the lease in their commit: one that runs longer
+    than half a lease keeps it by renewals, so no other process takes it meanwhile."""
+    ours, theirs = Leases(), Leases()
+    short = 2.0  # s: renewed once less than 1 s is left, looked at every 0.5 s
+    with ours.holding(DeltaTable(uri), short):
+        time.sleep(5.0)  # two and a half leases
+        assert theirs.held_elsewhere(DeltaTable(uri)) is not None
+    assert len(lease_commits(uri)) >= 1 + 2 + 1  # taken, renewed, released
+    assert theirs.held_elsewhere(DeltaTable(uri)) is None
