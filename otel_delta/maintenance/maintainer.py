@@ -85,7 +85,8 @@ class Maintainer:
             return
         for name in self.policy.tables:
             try:
-                LEASES.release(self.connector.table(name).delta())  # nothing if not held
+                # nothing if not held
+                LEASES.release(self.connector.lakehouse.open_table(name))
             except TableNotFoundError:
                 continue
             except Exception as exc:  # it runs out by itself

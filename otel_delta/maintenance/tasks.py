@@ -158,16 +158,18 @@ def maintain_table(
     def lease() -> None:
         report.rewrites_left_until_ms = LEASES.held_elsewhere(table.delta())
 
-    def rewrite(name: str, action: Callable[[], None]) -> None:
-        """A step that rewrites files: only while no other process holds the lease, and as the
-        only rewrite of the table in this process (a ConnectorService optimize waits)."""
+    def rewrite(name: str, action: Callable[[DeltaTable], None]) -> None:
+        """A step that rewrites files, given a fresh handle on the table: only while no other
+        process holds the lease, and as the only rewrite of the table in this process (a
+        ConnectorService optimize waits)."""
         if report.rewrites_left_until_ms is not None:
             MAINTENANCE_RUNS.labels(name, "skipped").inc()
             return
 
         def exclusively() -> None:
-            with LEASES.exclusive(table.delta()):
-                action()
+            delta = table.delta()
+            with LEASES.exclusive(delta):
+                action(delta)
 
         _step(report, name, exclusively)
 
@@ -175,9 +177,9 @@ def maintain_table(
         _step(report, "lease", lease)
     if policy.optimize and by_date and layout.cluster_columns:
 
-        def cluster() -> None:
+        def cluster(delta: DeltaTable) -> None:
             result = closed_days.cluster_partitions(
-                table.delta(),
+                delta,
                 layout,
                 options,
                 include=closed,
@@ -191,8 +193,7 @@ def maintain_table(
 
     if policy.optimize and by_date:
 
-        def compact() -> None:
-            delta = table.delta()
+        def compact(delta: DeltaTable) -> None:
             if not binpacking_due(delta, closed, policy.target_file_size):
                 return
             # held across rounds: the optimize call keeps a lease its process held before
@@ -205,9 +206,9 @@ def maintain_table(
 
     if policy.optimize and by_date and policy.open_partition_age_seconds:
 
-        def compact_open() -> None:
+        def compact_open(delta: DeltaTable) -> None:
             result = compaction.compact(
-                table.delta(),
+                delta,
                 layout,
                 options,
                 include=lambda values: values.get("date") == day,
