@@ -22,7 +22,7 @@ from otel_delta.pipeline.dead_letters import DeadLetters
 from otel_delta.pipeline.replay import replay
 from otel_delta.remote.service import ConnectorServer
 from otel_delta.transports import GrpcTransport, HttpTransport
-from otel_delta.transports.tls import grpc_credentials
+from otel_delta.transports.tls import ServerTls, grpc_credentials
 from otel_delta.wal import WriteAheadLog
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,12 @@ class Bridge:
         remote = self.settings.connector_service
         token = remote.resolved_token() if remote.enabled else ""  # fail before binding
         remote_tls = (  # its files too
-            grpc_credentials(remote.tls, "connector_service.tls")
+            grpc_credentials(ServerTls(remote.tls, "connector_service.tls"))
             if remote.enabled and remote.tls.enabled
             else None
         )
+        # read once for both transports: one WARNING, not two, for a rotation that does not load
+        receiver_tls = ServerTls(receiver.tls) if receiver.tls.enabled else None
         receiver_token = receiver.auth.resolved_token()
         bearer = BearerToken(receiver_token) if receiver_token else None
         self.engines.lakehouse.check_writable()
@@ -103,10 +105,10 @@ class Bridge:
             self.engines.lakehouse.partition_by,
             receiver.max_concurrent_requests,
         )
-        self.grpc = GrpcTransport(receiver, self.pipeline, bearer)
+        self.grpc = GrpcTransport(receiver, self.pipeline, bearer, receiver_tls)
         port = await self.grpc.start()
         if receiver.http_endpoint:
-            self.http = HttpTransport(receiver, self.pipeline, bearer)
+            self.http = HttpTransport(receiver, self.pipeline, bearer, tls=receiver_tls)
             await self.http.start()
         if self.settings.admin.endpoint:
             self.admin = AdminServer(self.settings.admin, self.checks, self.gauges)

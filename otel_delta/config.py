@@ -103,6 +103,9 @@ class TlsSettings(Section):
     cert_file: str = ""  # PEM certificate chain; with key_file, turns TLS on
     key_file: str = ""
     client_ca_file: str = ""  # set: mTLS, clients must present a certificate signed by it
+    # at a handshake, at most once per this many seconds, the files are read again and served
+    # from then on if they changed and load (a rotated Kubernetes Secret); 0: read at start only
+    reload_interval_seconds: float = Field(60.0, ge=0, le=DAY)
 
     @model_validator(mode="after")
     def _pairs(self) -> TlsSettings:

@@ -42,7 +42,7 @@ from otel_delta.signals import SIGNALS, Signal
 from otel_delta.status import retry_metadata, status_for
 from otel_delta.transports.encoding import grpc_message
 from otel_delta.transports.observe import observe
-from otel_delta.transports.tls import grpc_credentials
+from otel_delta.transports.tls import ServerTls, grpc_credentials
 
 Handler = Callable[[AsyncIterator[bytes], grpc.aio.ServicerContext], Awaitable[Message]]
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -157,7 +157,8 @@ class GrpcTransport:
     """The OTLP/gRPC server (`receiver.grpc_endpoint`) and its grpc.health.v1 service.
 
     The health service needs no token (probes carry none) and answers SERVING for "" and each
-    OTLP service while the bridge is ready, NOT_SERVING otherwise (`set_serving`).
+    OTLP service while the bridge is ready, NOT_SERVING otherwise (`set_serving`). With `tls`
+    (`[receiver.tls]`, shared with the HTTP transport) it serves TLS only.
     """
 
     def __init__(
@@ -165,8 +166,10 @@ class GrpcTransport:
         settings: ReceiverSettings,
         pipeline: ExportPipeline,
         token: BearerToken | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         self.settings = settings
+        self.tls = tls
         self._server = grpc.aio.server(
             options=[
                 # of a message as received; inflated, request_message holds it to the same
@@ -194,8 +197,7 @@ class GrpcTransport:
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port (useful with port 0)."""
-        tls = self.settings.tls
-        credentials = grpc_credentials(tls) if tls.enabled else None
+        credentials = grpc_credentials(self.tls) if self.tls else None
         self.port = bind(
             self._server, self.settings.grpc_endpoint, "receiver.grpc_endpoint", credentials
         )

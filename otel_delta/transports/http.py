@@ -36,7 +36,7 @@ from otel_delta.signals import SIGNALS, Signal
 from otel_delta.status import rpc_status, status_for
 from otel_delta.transports.observe import observe
 from otel_delta.transports.otlp_json import json_to_protobuf, message_to_json
-from otel_delta.transports.tls import ssl_context
+from otel_delta.transports.tls import ServerTls, http_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +53,10 @@ class HttpTransport:
         pipeline: ExportPipeline,
         token: BearerToken | None = None,
         signals: tuple[Signal, ...] = SIGNALS,
+        tls: ServerTls | None = None,
     ) -> None:
         self.settings = settings
+        self.tls = tls
         self.pipeline = pipeline
         self.token = token
         self.limit = settings.max_receive_message_bytes
@@ -70,12 +72,11 @@ class HttpTransport:
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port (useful with port 0)."""
-        tls = self.settings.tls
         self.port = await serve_http(
             self._runner,
             self.settings.http_endpoint,
             "receiver.http_endpoint",
-            ssl_context(tls) if tls.enabled else None,
+            http_ssl_context(self.tls) if self.tls else None,
             backlog=1024,
         )
         return self.port
