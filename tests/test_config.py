@@ -74,6 +74,8 @@ def test_environment_overrides_file(tmp_path: Path, monkeypatch) -> None:
         ("[receiver]\nhttp_endpoint = '4318'\n", "receiver.http_endpoint"),
         ("[receiver.tls]\ncert_file = 'a.crt'\n", "set both cert_file and key_file"),
         ("[receiver.tls]\nclient_ca_file = 'ca.crt'\n", "client_ca_file (mTLS) needs"),
+        ("[receiver.tls]\nreload_interval_seconds = -1\n", "receiver.tls.reload_interval_seconds"),
+        ("[receiver.tls]\nreload_interval_seconds = nan\n", "receiver.tls.reload_interval_seconds"),
         ("[receiver.auth]\ntoken = 'inline'\n", "receiver.auth.token: unknown key"),
         ("[admin]\nendpoint = 'localhost'\n", "admin.endpoint"),
         ("[admin]\ncommit_failure_seconds = inf\n", "admin.commit_failure_seconds"),

@@ -24,9 +24,17 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from otel_delta.remote.client import ConnectorClient
 from tests import corpus
 from tests.certs import Certs, make_certs
-from tests.helpers import ServeProcess, bridge_config, read_table, table_exists, wait_until
+from tests.helpers import (
+    ServeProcess,
+    bridge_config,
+    free_port,
+    read_table,
+    table_exists,
+    wait_until,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -265,3 +273,33 @@ def test_reload_interval_zero_keeps_the_certificate_of_start(tmp_path, old, new)
     finally:
         assert server.stop() == 0
     assert not levelled(server, "INFO") and not levelled(server, "WARNING")
+
+
+def test_the_connector_service_serves_a_rotated_certificate(tmp_path, old, new) -> None:
+    """`[connector_service.tls]` reloads as `[receiver.tls]` does (its own section, its own
+    files): a client trusting only the new CA calls it once the files are rotated."""
+    mount = tmp_path / "secret"
+    write_secret(mount, old.server_cert, old.server_key, old.ca)
+    port = free_port()
+    token = "connector-token-of-32-characters"
+    config = bridge_config(
+        tmp_path,
+        f'[connector_service]\nenabled = true\nendpoint = "127.0.0.1:{port}"\n'
+        'token_env = "TEST_CONNECTOR_TOKEN"\n[connector_service.tls]\n'
+        f'cert_file = "{mount / "tls.crt"}"\nkey_file = "{mount / "tls.key"}"\n'
+        f"reload_interval_seconds = {INTERVAL}\n",
+    )
+    server = ServeProcess(config, env={"TEST_CONNECTOR_TOKEN": token})
+    try:
+        assert served(port) == fingerprint(old.server_cert)
+        write_secret(mount, new.server_cert, new.server_key, new.ca)
+        wait_until(lambda: served(port) == fingerprint(new.server_cert), what="the new cert")
+        client = ConnectorClient(f"127.0.0.1:{port}", token, ca_file=new.ca)
+        try:
+            assert list(client.call("Tables", client.pb.TablesRequest(), timeout=30).tables) == []
+        finally:
+            client.close()
+    finally:
+        assert server.stop() == 0
+    changed = [line for line in server.lines if "connector_service.tls: the files changed" in line]
+    assert len(changed) == 1, server.lines
