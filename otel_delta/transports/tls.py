@@ -190,13 +190,15 @@ def http_ssl_context(files: ServerTls) -> ssl.SSLContext:
     """The SSLContext of the HTTP server. Reloading, each handshake switches to the freshest
     context (made whole of the current files: a new client CA replaces the old one) from its
     SNI callback, which OpenSSL calls for every ClientHello, with or without a server name."""
-    context = ssl_context(files.tls, files.section)
+    context = files.current().context
     if files.reloads:
 
-        def freshest(connection: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
-            connection.context = files.current().context
+        def freshest(connection: ssl.SSLObject, _name: str | None, own: ssl.SSLContext) -> None:
+            fresh = files.current().context
+            if fresh is not own:
+                connection.context = fresh
 
-        context.sni_callback = freshest  # type: ignore[assignment]
+        context.sni_callback = freshest
     return context
 
 
