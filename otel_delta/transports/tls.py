@@ -16,7 +16,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -47,7 +47,7 @@ class Loaded:
     """One good set of files: their contents (cert, key, CA; b"" when unset) and the
     SSLContext made of them."""
 
-    contents: tuple[bytes, bytes, bytes]
+    contents: tuple[bytes, bytes, bytes] = field(repr=False)  # the key: never in a message
     context: ssl.SSLContext
 
 
