@@ -23,8 +23,9 @@ POINTS = (
     "stream-table-committed",
 )
 # `otel-delta stream`: an executor converting a micro-batch's messages (pause only); an
-# optimize holding the table's maintenance lease, before it plans (pause only)
-PAUSE_POINTS = ("stream-converting", "optimize-leased")
+# optimize holding the table's maintenance lease, before it plans (pause only); the closed
+# days' Z-order fallback (closed_days.py) holding the lease, before delta-rs's rewrite (pause only)
+PAUSE_POINTS = ("stream-converting", "optimize-leased", "z-order-leased")
 _CRASH_AT = os.environ.get("OTEL_DELTA_CRASH_AT", "")
 _PAUSE_AT, _, _PAUSE_SECONDS = os.environ.get("OTEL_DELTA_PAUSE_AT", "").partition(":")
 

@@ -19,10 +19,10 @@ that finds a lease of another process still running leaves the table's rewrites 
 never taken, takes it. The holder renews it once less than half is left, so each rewrite starts
 with at least half a lease ahead (`deltalake.table.maintenance_lease_seconds`); our own
 rewrites commit carrying the lease they started under, so one that outlived it fails once
-another process took it, and `holding` (optimize, the bin-packing) renews it on a thread while
-delta-rs rewrites, which cannot carry it. Within a process, rewrites of a table take turns
-(`exclusive`). A holder that stops releases its leases (a lease that ends now); one that dies
-leaves them to run out. Lease ends come from each host's clock.
+another process took it, and `holding` (optimize, the bin-packing, the closed days' Z-order)
+renews it on a thread while delta-rs rewrites, which cannot carry it. Within a process,
+rewrites of a table take turns (`exclusive`). A holder that stops releases its leases (a lease
+that ends now); one that dies leaves them to run out. Lease ends come from each host's clock.
 
 Appends, deletes, upserts, vacuum, checkpoints and retention do not take it: delta-rs checks
 their commits against rewrites itself. A process's leases are held in memory (`Leases`), so

@@ -45,6 +45,7 @@ from deltalake.transaction import AddAction, CommitProperties
 
 from otel_delta.engines.data_files import plain_parquet
 from otel_delta.engines.lease import LEASES
+from otel_delta.faults import pause_point
 from otel_delta.ipc import read_spill, spill_writer
 from otel_delta.lakehouse import column_properties
 from otel_delta.maintenance.compaction import (
@@ -144,21 +145,26 @@ def _z_order(
     target_size: int,
     max_spill_bytes: int,
 ) -> CompactionResult:
-    LEASES.hold(delta, options.lease_seconds)  # delta-rs's rewrite: see engines/lease.py
+    """delta-rs's Z-order of one partition by `column`. Its commit cannot carry the lease
+    (engines/lease.py), so the lease is renewed while it runs, however long the partition takes;
+    taken first, so that it stays held after, as the maintainer keeps it across rounds."""
+    LEASES.hold(delta, options.lease_seconds)
     properties = WriterProperties(
         compression=options.compression,  # type: ignore[arg-type]
         compression_level=options.compression_level,
         max_row_group_size=options.row_group_rows,
         column_properties=column_properties(layout, clustered=True),
     )
-    metrics = delta.optimize.z_order(
-        [column],
-        partition_filters=[(k, "=", v) for k, v in values.items()],
-        target_size=target_size,
-        max_spill_size=max_spill_bytes,
-        writer_properties=properties,
-        commit_properties=CommitProperties(max_commit_retries=options.max_commit_retries),
-    )
+    with LEASES.holding(delta, options.lease_seconds):
+        pause_point("z-order-leased")
+        metrics = delta.optimize.z_order(
+            [column],
+            partition_filters=[(k, "=", v) for k, v in values.items()],
+            target_size=target_size,
+            max_spill_size=max_spill_bytes,
+            writer_properties=properties,
+            commit_properties=CommitProperties(max_commit_retries=options.max_commit_retries),
+        )
     return CompactionResult(
         files_removed=int(metrics.get("numFilesRemoved", 0)),
         files_added=int(metrics.get("numFilesAdded", 0)),

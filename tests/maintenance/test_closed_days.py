@@ -6,7 +6,11 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import itertools
+import os
 import random
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,8 @@ import pytest
 from deltalake import DeltaTable
 from deltalake.table import TableFeatures
 
+from otel_delta.engines.lease import LEASE_APP_ID, Leases, now_ms
+from otel_delta.errors import LeaseHeldError
 from otel_delta.maintenance import closed_days, compaction
 from otel_delta.maintenance.tasks import TablePolicy, maintain_table, utc_today
 from otel_delta.tables import TABLES
@@ -164,6 +170,62 @@ def test_a_table_with_deletion_vectors_is_left_to_delta_rs_z_order(tmp_path: Pat
     times = encodings_of(path, "start_time_unix_nano")
     assert "DELTA_BINARY_PACKED" not in times and "PLAIN" in times, times
     assert by_span(pq.read_table(path)) == by_span(written)  # no row deleted: the file is all
+
+
+# a process (not this one) sorting a closed day through delta-rs's Z-order, with a lease of
+# argv[2] seconds, as a bridge's maintainer does (tasks.py)
+Z_ORDER_PROCESS = """
+import sys
+from deltalake import DeltaTable
+from otel_delta.maintenance import closed_days, compaction
+from otel_delta.tables import TABLES
+result = closed_days.cluster_partitions(
+    DeltaTable(sys.argv[1]),
+    TABLES["spans"].layout,
+    compaction.RewriteOptions(lease_seconds=float(sys.argv[2])),
+    include=lambda values: True,
+    target_size=1 << 30,
+)
+print(result.partitions, result.files_removed)
+"""
+
+
+def test_the_z_order_fallback_keeps_its_lease_however_long_it_runs(tmp_path: Path) -> None:
+    """delta-rs's Z-order cannot carry the lease in its commit: one that runs past its lease
+    (here paused for several leases before it plans) keeps it by renewals, so another process
+    cannot take it and rewrite the same files meanwhile (their rows would be stored twice)."""
+    table = spans_table(tmp_path)
+    yesterday = utc_today() - dt.timedelta(days=1)
+    written = fill(table, commits=4, per_commit=200, day=yesterday)
+    table.delta().alter.add_feature(  # left to delta-rs's Z-order
+        TableFeatures.DeletionVectors, allow_protocol_versions_increase=True
+    )
+    lease = 2.0  # s: renewed once less than 1 s is left, looked at every 0.5 s
+    env = {**os.environ, "OTEL_DELTA_PAUSE_AT": "z-order-leased:8"}  # four leases
+    argv = [sys.executable, "-c", Z_ORDER_PROCESS, table.uri, str(lease)]
+    run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        while (first := DeltaTable(table.uri).transaction_version(LEASE_APP_ID)) is None:
+            assert run.poll() is None, run.communicate()
+            time.sleep(0.05)
+        while now_ms() <= first:  # the lease it took has run out: only renewals hold it now
+            time.sleep(0.05)
+        theirs, checks = Leases(), 0
+        while run.poll() is None:
+            with pytest.raises(LeaseHeldError):
+                theirs.hold(DeltaTable(table.uri), 60.0)
+            checks += 1
+            time.sleep(0.2)
+        out, err = run.communicate()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+
+    assert run.returncode == 0, err
+    assert out.split() == ["1", "4"] and checks > 0 and theirs.held() == []
+    ((_low, _high, path),) = closed_files(table.uri, yesterday)  # the one file sorted
+    assert by_span(pq.read_table(path)) == by_span(written)  # every row once
 
 
 def test_a_concurrent_delete_of_an_input_fails_the_sort_and_resurrects_nothing(
