@@ -299,10 +299,12 @@ class TableSettings(Section):
     # Delta's change data feed (delta.enableChangeDataFeed) on every telemetry table: inserts,
     # updates and deletes readable by version range (Table.changes, Spark readChangeFeed)
     change_data_feed: bool = False
-    # Delta log entries (time travel) are kept this long (delta.logRetentionDuration; Delta's
-    # default is 30 days); each maintenance checkpoint removes older ones. On a local file system
-    # every commit lists the whole log, so a long log slows commits (docs/performance.md)
-    log_retention_hours: float = Field(720.0, ge=1, le=100 * 365 * 24)
+    # Delta log entries (time travel) are kept this long (delta.logRetentionDuration); each
+    # maintenance checkpoint removes older ones. Unset: as long as the tables' logs keep removed
+    # files' tombstones (lakehouse.file_retention_hours, a week at the defaults), the age past
+    # which vacuum has deleted a version's compacted files and the version cannot be read. Delta's
+    # own default, 30 days, kept 259,000 entries per table at a 10 s flush (docs/performance.md)
+    log_retention_hours: float | None = Field(None, ge=1, le=100 * 365 * 24)
     parallelism: int = Field(4, gt=0, le=10_000)  # compatibility only (COMPATIBILITY_KEYS)
     batch_size: int = Field(10_000, gt=0, le=100_000_000)  # compatibility only
 

@@ -62,16 +62,23 @@ def test_expired_log_entries_are_removed_by_the_maintenance_checkpoint(tmp_path:
     assert DeltaTable(table.uri).to_pyarrow_table(columns=["span_id"]).num_rows == 18 * 5
 
 
-def test_default_keeps_deltas_thirty_days(tmp_path: Path) -> None:
+def test_by_default_entries_go_once_a_week_old(tmp_path: Path) -> None:
     table = spans_table(tmp_path)
-    assert LOG_RETENTION not in DeltaTable(table.uri).metadata().configuration
+    assert (
+        DeltaTable(table.uri).metadata().configuration[LOG_RETENTION] == "interval 604800 seconds"
+    )
     rng = random.Random(3)
     insert(table, rng, 12, 0)
     maintain_table(table, POLICY)
     age_log(tmp_path, 3)
     insert(table, rng, 6, 12)
     maintain_table(table, POLICY)
-    assert commits(tmp_path)[0] == 0  # three hours are well inside 30 days
+    assert commits(tmp_path)[0] == 0  # three hours are well inside a week
+    age_log(tmp_path, 7 * 24 + 1)
+    insert(table, rng, 6, 18)
+    assert maintain_table(table, POLICY).checkpointed
+    assert commits(tmp_path)[0] > 0
+    assert DeltaTable(table.uri).to_pyarrow_table(columns=["span_id"]).num_rows == 24 * 5
 
 
 def test_an_existing_table_gets_the_configured_retention(tmp_path: Path) -> None:
@@ -83,6 +90,30 @@ def test_an_existing_table_gets_the_configured_retention(tmp_path: Path) -> None
     version = DeltaTable(uri).version()
     Lakehouse(str(tmp_path)).create_table("spans")  # the default does not undo a setting
     assert DeltaTable(uri).version() == version
+
+
+def configured_retention(path: Path, **table: object) -> str:
+    settings = Settings(deltalake={"table_path": str(path), "table": table})
+    Lakehouse.from_settings(settings).create_table("spans")
+    return DeltaTable(str(path / "spans")).metadata().configuration.get(LOG_RETENTION, "Delta's")
+
+
+def test_the_log_keeps_its_entries_as_long_as_the_tombstones_unless_told_otherwise(
+    tmp_path: Path,
+) -> None:
+    """Unset, log_retention_hours follows the removed files' retention: a version older than
+    that has lost its compacted files to vacuum. Delta's default (30 days) is not used."""
+    week = "interval 604800 seconds"
+    assert configured_retention(tmp_path / "defaults") == week
+    # 48 h of removed files, plus two maintenance intervals of an hour
+    assert (
+        configured_retention(tmp_path / "two-days", retention_hours=48) == "interval 180000 seconds"
+    )
+    assert (
+        configured_retention(tmp_path / "day", log_retention_hours=24) == "interval 86400 seconds"
+    )
+    # as set: Delta's default (30 days) is written as no property at all
+    assert configured_retention(tmp_path / "month", log_retention_hours=720) == "Delta's"
 
 
 def bridge_settings(path: Path, interval: float) -> Settings:
