@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
@@ -45,6 +47,7 @@ from otel_delta.connector.results import (
 )
 from otel_delta.engines import Engine, EngineName, commit_log
 from otel_delta.engines.base import duplicate_source_rows
+from otel_delta.engines.checkpoint_thinning import thin_checkpoints
 from otel_delta.engines.data_files import table_filesystem
 from otel_delta.engines.lease import LEASES
 from otel_delta.errors import (
@@ -71,6 +74,7 @@ if TYPE_CHECKING:
     from otel_delta.connector.connector import DeltaLakeConnector
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Records accepted by upsert/bulk_insert: dicts, Arrow, or OTLP Export*ServiceRequest(s).
 Records = Any
@@ -818,11 +822,16 @@ class Table:
         return delta.version()
 
     def cleanup_log(self) -> int:
-        """Delete log entries older than delta.logRetentionDuration (30 days by default) that
-        a checkpoint has made redundant; returns how many log files were removed. Time travel
-        to those versions is no longer possible afterwards."""
+        """Delete log entries older than delta.logRetentionDuration that a checkpoint has made
+        redundant, and thin the older checkpoints to one an hour
+        (engines/checkpoint_thinning.py); returns how many commits were removed. Time travel to
+        those versions is no longer possible afterwards; to a version between the hours' kept
+        checkpoints it replays at most an hour of commits."""
         before = self._log_files()
         self.delta().cleanup_metadata()
+        thinned = thin_checkpoints(self._files(), time.time())
+        if thinned:
+            log.debug("%s: %d older checkpoints deleted", self.name, len(thinned))
         return before - self._log_files()
 
     def _log_files(self) -> int:

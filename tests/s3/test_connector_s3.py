@@ -19,13 +19,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_delta.connector import DeltaConfig, DeltaLakeConnector
 from otel_delta.connector.pruning import file_stats
 from otel_delta.connector.scan import BloomFilters, files_dataset
 from otel_delta.connector.table import Table
+from otel_delta.engines.checkpoint_thinning import thin_checkpoints
+from otel_delta.engines.data_files import table_filesystem
 from otel_delta.errors import StoreUnavailableError, TableNotFoundError, VersionNotFoundError
 from otel_delta.privacy import keyed_hash
 from otel_delta.signals import SIGNALS_BY_NAME
@@ -483,3 +485,23 @@ def test_change_data_feed_and_scoped_upsert(s3: S3Server) -> None:
     )
     assert kinds.count((3, "update_postimage")) == 2 and kinds.count((4, "delete")) == 2
     assert kinds.count((1, "insert")) == REQUEST_SPANS
+
+
+def test_old_checkpoints_are_thinned_on_s3(s3: S3Server) -> None:
+    """engines/checkpoint_thinning.py on the object store: write times from the store's
+    listing, five hours on (the checkpoints were written within seconds, so in one or two
+    clock hours): the newest and the oldest stay, the rest of each hour goes, every version
+    reads the same."""
+    uri, options = s3.url("thinned", "t"), s3.storage_options()
+    for i in range(13):
+        write_deltalake(uri, pa.table({"n": [i]}), mode="append", storage_options=options)
+        if i % 2:
+            DeltaTable(uri, storage_options=options).create_checkpoint()
+    files = table_filesystem(uri, options, create=False)
+
+    thinned = thin_checkpoints(files, time.time() + 5 * 3600)
+
+    assert len(thinned) >= 3 and not {1, 11} & set(thinned)
+    for version in range(13):
+        read = DeltaTable(uri, version=version, storage_options=options).to_pyarrow_table()
+        assert sorted(read.column("n").to_pylist()) == list(range(version + 1))
