@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -130,7 +131,8 @@ def file_retention_hours(table: TableSettings) -> float:
 
 def log_retention_hours(table: TableSettings) -> float:
     """How long the tables' logs keep their entries (`delta.logRetentionDuration`): as set, or
-    else as long as they keep removed files' tombstones (`file_retention_hours`).
+    else as long as they keep removed files' tombstones (`file_retention_hours`), or Delta's 30
+    days when nothing vacuums.
 
     A version older than that has had its compacted files vacuumed (continuous compaction
     removes every ingested file within its day), so its entries would serve `history` only,
@@ -139,6 +141,8 @@ def log_retention_hours(table: TableSettings) -> float:
     days kept 259,000 entries and 2,592 checkpoints per table (docs/performance.md)."""
     if table.log_retention_hours is not None:
         return table.log_retention_hours
+    if not table.vacuum_enabled:  # old versions keep their files: Delta's default
+        return DEFAULT_LOG_RETENTION_HOURS
     return file_retention_hours(table)
 
 
@@ -400,19 +404,23 @@ class Lakehouse:
         properties.update(self.retention_properties())
         return properties
 
-    def retention_properties(self) -> dict[str, str]:
-        """The tables' Delta retentions where the settings differ from Delta's defaults: log
-        entries (`log_retention_hours`) and removed files' tombstones (`retention_hours`), as
-        Delta intervals. Set on new tables, and on existing ones as they are opened to write."""
+    def retention_properties(self, current: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The tables' Delta retentions, as Delta intervals: log entries
+        (`log_retention_hours`) and removed files' tombstones (`retention_hours`). For a new
+        table (`current` None) those that differ from Delta's defaults; for an existing one,
+        whose properties are `current`, those it does not have yet, also Delta's default where
+        the table holds another value (a retention set before is undone by setting it back)."""
         wanted = {
             LOG_RETENTION: (self.log_retention_hours, DEFAULT_LOG_RETENTION_HOURS),
             FILE_RETENTION: (self.file_retention_hours, DEFAULT_FILE_RETENTION_HOURS),
         }
-        return {
-            key: f"interval {round(hours * 3600)} seconds"
-            for key, (hours, default) in wanted.items()
-            if hours != default
-        }
+        properties = {}
+        for key, (hours, default) in wanted.items():
+            value = f"interval {round(hours * 3600)} seconds"
+            held = None if current is None else current.get(key)
+            if (held is None and hours != default) or (held is not None and held != value):
+                properties[key] = value
+        return properties
 
     # --- tables ----------------------------------------------------------------------------
 
@@ -491,9 +499,8 @@ class Lakehouse:
         ):  # a table created before the feed was turned on gets it from now on
             table.alter.set_table_properties({CHANGE_DATA_FEED: "true"})
             table = DeltaTable(self.uri(name), storage_options=self.storage)
-        current = table.metadata().configuration
-        changed = {k: v for k, v in self.retention_properties().items() if current.get(k) != v}
-        if changed:  # an existing table gets a configured retention; the default changes nothing
+        changed = self.retention_properties(table.metadata().configuration)
+        if changed:  # an existing table gets the configured retentions
             table.alter.set_table_properties(changed)
             table = DeltaTable(self.uri(name), storage_options=self.storage)
         return table

@@ -47,7 +47,7 @@ from otel_delta.connector.results import (
 )
 from otel_delta.engines import Engine, EngineName, commit_log
 from otel_delta.engines.base import duplicate_source_rows
-from otel_delta.engines.checkpoint_thinning import thin_checkpoints
+from otel_delta.engines.checkpoint_thinning import log_retention_seconds, thin_checkpoints
 from otel_delta.engines.data_files import table_filesystem
 from otel_delta.engines.lease import LEASES
 from otel_delta.errors import (
@@ -826,10 +826,11 @@ class Table:
         redundant, and thin the older checkpoints to one an hour
         (engines/checkpoint_thinning.py); returns how many commits were removed. Time travel to
         those versions is no longer possible afterwards; to a version between the hours' kept
-        checkpoints it replays at most an hour of commits."""
+        checkpoints it replays at most an hour of commits and a checkpoint's interval."""
         before = self._log_files()
         self.delta().cleanup_metadata()
-        thinned = thin_checkpoints(self._files(), time.time())
+        retention = log_retention_seconds(self.delta().metadata().configuration)
+        thinned = thin_checkpoints(self._files(), time.time(), retention)
         if thinned:
             log.debug("%s: %d older checkpoints deleted", self.name, len(thinned))
         return before - self._log_files()

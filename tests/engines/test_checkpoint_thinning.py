@@ -1,6 +1,8 @@
 """Old checkpoints thinned to the first of each hour (engines/checkpoint_thinning.py): the
-rest deleted, the newest and the oldest kept, and every version the log still holds read the
-same by delta-rs and Spark afterwards. Hours pass by moving the checkpoints' write times back."""
+rest deleted, the two newest, the oldest and those near the log retention's cutoff kept, and
+every version the log still holds read the same by delta-rs and Spark afterwards. Hours pass by
+moving the checkpoints' write times back; the first commit is removed as the log cleanup
+removes expired ones, so that every version is read from a checkpoint."""
 
 from __future__ import annotations
 
@@ -15,20 +17,29 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from otel_delta import DeltaConfig, DeltaLakeConnector
-from otel_delta.engines.checkpoint_thinning import thin_checkpoints
+from otel_delta.engines.checkpoint_thinning import log_retention_seconds, thin_checkpoints
 from otel_delta.maintenance.tasks import utc_today
 from tests.maintenance.test_compaction import spans
 
 HOUR = 3600
+WEEK = 7 * 24 * HOUR
 
 
 def table_with_checkpoints(path: Path) -> list[int]:
-    """13 versions of one row each (0-12), a checkpoint at every odd one; their versions."""
+    """13 versions of one row each (0-12), a checkpoint at every odd one, the commit of version
+    0 gone (as once expired); the checkpoints' versions."""
     for i in range(13):
         write_deltalake(str(path), pa.table({"n": [i]}), mode="append")
         if i % 2:
             DeltaTable(str(path)).create_checkpoint()
+    (path / "_delta_log" / f"{0:020d}.json").unlink()
     return list(range(1, 13, 2))
+
+
+def every_version_reads(path: Path) -> None:
+    for version in range(1, 13):
+        read = DeltaTable(str(path), version=version).to_pyarrow_table()
+        assert sorted(read.column("n").to_pylist()) == list(range(version + 1))
 
 
 def checkpoints(path: Path) -> list[int]:
@@ -59,29 +70,29 @@ def test_the_first_checkpoint_of_each_hour_is_kept_and_every_version_reads_the_s
 ) -> None:
     path = tmp_path / "t"
     assert table_with_checkpoints(path) == checkpoints(path)
+    every_version_reads(path)
     now = time.time()
     age(path, now)
 
-    assert thin_checkpoints(filesystem(path), now) == [3, 7]
+    assert thin_checkpoints(filesystem(path), now, WEEK) == [3, 7]
 
     assert checkpoints(path) == [1, 5, 9, 11]
-    for version in range(13):
-        read = DeltaTable(str(path), version=version).to_pyarrow_table()
-        assert sorted(read.column("n").to_pylist()) == list(range(version + 1))
+    every_version_reads(path)
     assert DeltaTable(str(path)).version() == 12
-    assert thin_checkpoints(filesystem(path), now) == []  # nothing more to thin
+    assert thin_checkpoints(filesystem(path), now, WEEK) == []  # nothing more to thin
 
 
 def test_young_checkpoints_are_all_kept(tmp_path: Path) -> None:
     path = tmp_path / "t"
     table_with_checkpoints(path)
-    assert thin_checkpoints(filesystem(path), time.time()) == []
+    assert thin_checkpoints(filesystem(path), time.time(), WEEK) == []
     assert len(checkpoints(path)) == 6
 
 
-def test_the_oldest_and_the_newest_stay_whatever_their_hour(tmp_path: Path) -> None:
-    """All six in one hour, long ago: the first (where the log's replay starts) and the
-    newest (where every open starts) are kept."""
+def test_the_oldest_and_the_two_newest_stay_whatever_their_hour(tmp_path: Path) -> None:
+    """All six in one hour, long ago: the first (where the log's replay starts) and the two
+    newest (every open starts from the newest; a handle opened before it reads the one before)
+    are kept."""
     path = tmp_path / "t"
     table_with_checkpoints(path)
     now = time.time()
@@ -89,10 +100,50 @@ def test_the_oldest_and_the_newest_stay_whatever_their_hour(tmp_path: Path) -> N
     for i, version in enumerate(checkpoints(path)):
         written_at(path, version, hour + i)
 
-    assert thin_checkpoints(filesystem(path), now) == [3, 5, 7, 9]
+    assert thin_checkpoints(filesystem(path), now, WEEK) == [3, 5, 7]
 
-    assert checkpoints(path) == [1, 11]
-    assert DeltaTable(str(path), version=10).to_pyarrow_table().num_rows == 11
+    assert checkpoints(path) == [1, 9, 11]
+    every_version_reads(path)
+
+
+def test_checkpoints_near_the_log_retention_cutoff_are_left_to_the_log_cleanup(
+    tmp_path: Path,
+) -> None:
+    """At a 10 h log retention, checkpoints written before 8 h ago stay (another process's
+    cleanup may be keeping one of them as its base); 7 goes, second in its hour."""
+    path = tmp_path / "t"
+    table_with_checkpoints(path)
+    now = time.time()
+    early, later = (now // HOUR - 9) * HOUR, (now // HOUR - 5) * HOUR
+    for version, at in ((1, early + 60), (3, early + 120), (5, later + 60), (7, later + 120)):
+        written_at(path, version, at)
+
+    assert thin_checkpoints(filesystem(path), now, 10 * HOUR) == [7]
+    assert thin_checkpoints(filesystem(path), now, None) == []  # a retention not understood
+    every_version_reads(path)
+
+
+def test_multi_part_checkpoints_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table_with_checkpoints(path)
+    now = time.time()
+    hour = (now // HOUR - 30) * HOUR
+    for i, version in enumerate(checkpoints(path)):
+        written_at(path, version, hour + i)
+    part = path / "_delta_log" / f"{5:020d}.checkpoint.0000000001.0000000002.parquet"
+    part.write_bytes(b"")  # its version is not ours to thin, its classic checkpoint either
+
+    assert thin_checkpoints(filesystem(path), now, WEEK) == [3, 7]
+    assert part.exists() and 5 in checkpoints(path)
+
+
+def test_the_log_retention_is_read_from_the_table() -> None:
+    assert log_retention_seconds({}) == 30 * 24 * HOUR
+    assert log_retention_seconds({"delta.logRetentionDuration": "interval 604800 seconds"}) == WEEK
+    assert log_retention_seconds({"delta.logRetentionDuration": "interval 2 weeks"}) == 2 * WEEK
+    assert log_retention_seconds({"delta.logRetentionDuration": "INTERVAL 1 DAY"}) == 86400
+    assert log_retention_seconds({"delta.logRetentionDuration": "1 hour"}) == HOUR
+    assert log_retention_seconds({"delta.logRetentionDuration": "interval 1 fortnight"}) is None
 
 
 def test_the_log_cleanup_of_a_table_thins_them(tmp_path: Path) -> None:
@@ -112,7 +163,7 @@ def test_the_log_cleanup_of_a_table_thins_them(tmp_path: Path) -> None:
 
     table.cleanup_log()
 
-    assert checkpoints(path) == [made[0], made[-1]]
+    assert checkpoints(path) == [made[0], made[-2], made[-1]]
     assert DeltaTable(table.uri).to_pyarrow_table(columns=["span_id"]).num_rows == 60
 
 
@@ -122,8 +173,8 @@ def test_spark_reads_every_version_after_thinning(spark, tmp_path: Path) -> None
     table_with_checkpoints(path)
     now = time.time()
     age(path, now)
-    assert thin_checkpoints(filesystem(path), now) == [3, 7]
+    assert thin_checkpoints(filesystem(path), now, WEEK) == [3, 7]
 
-    for version in (2, 3, 4, 7, 8, 12):
+    for version in (1, 2, 3, 4, 7, 8, 12):
         frame = spark.read.format("delta").option("versionAsOf", version).load(str(path))
         assert sorted(row.n for row in frame.collect()) == list(range(version + 1))

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from deltalake import DeltaTable
 
 from otel_delta import DeltaConfig, DeltaLakeConnector
@@ -88,8 +89,12 @@ def test_an_existing_table_gets_the_configured_retention(tmp_path: Path) -> None
     Lakehouse(str(tmp_path), log_retention_hours=24).create_table("spans")
     assert DeltaTable(uri).metadata().configuration[LOG_RETENTION] == "interval 86400 seconds"
     version = DeltaTable(uri).version()
-    Lakehouse(str(tmp_path)).create_table("spans")  # the default does not undo a setting
-    assert DeltaTable(uri).version() == version
+    Lakehouse(str(tmp_path), log_retention_hours=24).create_table("spans")
+    assert DeltaTable(uri).version() == version  # nothing to change: no commit
+    # Delta's own 30 days, set again on a table that held another retention (an upgrade from a
+    # version whose default was a week, configured back to 30 days), is written, not skipped
+    Lakehouse(str(tmp_path), log_retention_hours=720).create_table("spans")
+    assert DeltaTable(uri).metadata().configuration[LOG_RETENTION] == "interval 2592000 seconds"
 
 
 def configured_retention(path: Path, **table: object) -> str:
@@ -112,6 +117,8 @@ def test_the_log_keeps_its_entries_as_long_as_the_tombstones_unless_told_otherwi
     assert (
         configured_retention(tmp_path / "day", log_retention_hours=24) == "interval 86400 seconds"
     )
+    # nothing vacuums: old versions keep their files, and the log Delta's 30 days
+    assert configured_retention(tmp_path / "kept", vacuum_enabled=False) == "Delta's"
     # as set: Delta's default (30 days) is written as no property at all
     assert configured_retention(tmp_path / "month", log_retention_hours=720) == "Delta's"
 
@@ -163,14 +170,18 @@ def removed_in_checkpoint(path: Path) -> int:
 
 
 def test_checkpoints_drop_the_tombstones_older_than_the_tables_file_retention(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """delta.deletedFileRetentionDuration, as the lakehouse sets it (here 0 h, where the
-    settings give at least 24): checkpoints, and so every open of the table, stop carrying the
-    expired tombstones; the vacuum before them still deletes the removed files."""
+    """delta.deletedFileRetentionDuration, as the lakehouse sets it (here 0 h: the floor of a
+    day lowered, and no maintenance interval's margin): checkpoints, and so every open of the
+    table, stop carrying the expired tombstones; the vacuum before them still deletes the
+    removed files."""
+    monkeypatch.setattr("otel_delta.lakehouse.MIN_FILE_RETENTION_HOURS", 0.0)
     short, default = tmp_path / "short", tmp_path / "default"
-    Lakehouse(str(short), file_retention_hours=0).create_table("spans")
-    tables = {short: spans_table(short), default: spans_table(default)}
+    tables = {
+        short: spans_table(short, retention_hours=0, maintenance_interval_seconds=0),
+        default: spans_table(default),
+    }
     assert DeltaTable(tables[short].uri).metadata().configuration[FILE_RETENTION] == (
         "interval 0 seconds"
     )
