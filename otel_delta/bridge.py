@@ -225,6 +225,26 @@ class Bridge:
                     self.wal.pending_records,
                 ),
             ]
+        if self.maintainer is not None:
+            for table, files in sorted(self.maintainer.logs.items()):
+                for kind, count in (("commit", files.commits), ("checkpoint", files.checkpoints)):
+                    gauges.append(
+                        Gauge(
+                            "table_log_files",
+                            "Files in a table's Delta log after the last maintenance cleanup, "
+                            "by kind: what every open lists on a local disk",
+                            count,
+                            (("table", table), ("kind", kind)),
+                        )
+                    )
+                gauges.append(
+                    Gauge(
+                        "table_log_bytes",
+                        "Bytes of a table's Delta log after the last maintenance cleanup",
+                        files.bytes,
+                        (("table", table),),
+                    )
+                )
         return gauges
 
     async def _follow_readiness(self) -> None:

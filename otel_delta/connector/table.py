@@ -835,6 +835,12 @@ class Table:
             log.debug("%s: %d older checkpoints deleted", self.name, len(thinned))
         return before - self._log_files()
 
+    def log_files(self) -> commit_log.LogFiles:
+        """The files of the table's Delta log: commits, checkpoints and their bytes (one
+        listing). Every open lists them on a local disk; they are what `log_retention_hours`
+        and the checkpoint thinning bound (README, Long-run table health)."""
+        return commit_log.log_files(self._files())
+
     def _log_files(self) -> int:
         """Commits still in the log (local or object store alike), counted from one listing:
         reading them all, as a history would, read the whole log twice per cleanup."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.fs as pa_fs
@@ -114,9 +115,27 @@ def history(
     return entries
 
 
+@dataclass(frozen=True)
+class LogFiles:
+    """What a table's `_delta_log` holds: what every open lists (on a local disk, or a store
+    that cannot list from an offset) and what the log takes on disk."""
+
+    commits: int = 0
+    checkpoints: int = 0  # checkpoint files (a multi-part checkpoint counts each part)
+    bytes: int = 0  # of every file in the log
+
+
+def log_files(filesystem: pa_fs.FileSystem) -> LogFiles:
+    """The log of the table rooted at `filesystem`, from one listing, none of it read."""
+    selector = pa_fs.FileSelector("_delta_log", allow_not_found=True)
+    commits = checkpoints = size = 0
+    for info in filesystem.get_file_info(selector):
+        commits += bool(COMMIT_FILE.match(info.base_name))
+        checkpoints += ".checkpoint." in info.base_name
+        size += info.size or 0
+    return LogFiles(commits, checkpoints, size)
+
+
 def count_commits(filesystem: pa_fs.FileSystem) -> int:
     """How many commits the log holds: one listing, none of them read."""
-    selector = pa_fs.FileSelector("_delta_log", allow_not_found=True)
-    return sum(
-        1 for info in filesystem.get_file_info(selector) if COMMIT_FILE.match(info.base_name)
-    )
+    return log_files(filesystem).commits

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from otel_delta.config import Settings
 from otel_delta.connector import DeltaLakeConnector
+from otel_delta.engines.commit_log import LogFiles
 from otel_delta.engines.lease import LEASES
 from otel_delta.errors import StoreUnavailableError, TableNotFoundError, describe
 from otel_delta.maintenance.tasks import TablePolicy, TableReport, maintain_table
@@ -60,6 +61,8 @@ class Maintainer:
         self.rounds_run = 0
         self.totals: dict[str, TableTotals] = {}
         self._checkpointed: dict[str, int] = {}
+        # each table's Delta log as the last cleanup left it (the bridge's /metrics)
+        self.logs: dict[str, LogFiles] = {}
         self.connector = DeltaLakeConnector(policy.settings)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -128,6 +131,8 @@ class Maintainer:
             totals.errors += len(report.errors)
             if report.checkpointed:
                 self._checkpointed[name] = report.version
+            if report.log is not None:
+                self.logs[name] = report.log
             if report.open_files_compacted:
                 log.info(
                     "maintained %s: %d of today's files clustered into %d",

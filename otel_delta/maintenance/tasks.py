@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from otel_delta.config import TableSettings
+from otel_delta.engines.commit_log import LogFiles
 from otel_delta.engines.lease import LEASES
 from otel_delta.errors import LeaseHeldError, describe
 from otel_delta.maintenance import closed_days, compaction
@@ -76,6 +77,7 @@ class TableReport:
     # another process's maintenance lease ends then (ms): this round rewrote nothing
     rewrites_left_until_ms: int | None = None
     checkpointed: bool = False
+    log: LogFiles | None = None  # the table's Delta log after the round's cleanup
     version: int = -1
     errors: list[str] = field(default_factory=list)
 
@@ -236,6 +238,7 @@ def maintain_table(
             table.checkpoint()
             table.cleanup_log()  # log entries older than delta.logRetentionDuration
             report.checkpointed = True
+            report.log = table.log_files()
 
         _step(report, "checkpoint", checkpoint)
     _step(report, "version", lambda: setattr(report, "version", table.version()))

@@ -83,3 +83,12 @@ def test_count_commits_counts_commit_files_only(tmp_path: Path) -> None:
     assert commit_log.count_commits(files) == 12
     (tmp_path / "_delta_log" / f"{0:020d}.json").unlink()
     assert commit_log.count_commits(files) == 11
+
+
+def test_log_files_counts_commits_and_checkpoints_and_sums_every_file(tmp_path: Path) -> None:
+    files = _table(tmp_path, 5)
+    DeltaTable(str(tmp_path)).create_checkpoint()
+    log = tmp_path / "_delta_log"
+    assert commit_log.log_files(files) == commit_log.LogFiles(
+        commits=5, checkpoints=1, bytes=sum(p.stat().st_size for p in log.iterdir())
+    )

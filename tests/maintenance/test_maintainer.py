@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 import pyarrow as pa
+import pyarrow.fs as pa_fs
 import pytest
 from deltalake import DeltaTable
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -19,6 +20,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta import DeltaConfig, DeltaLakeConnector
 from otel_delta.config import Settings
+from otel_delta.engines import commit_log
 from otel_delta.engines.lease import LEASES, Leases
 from otel_delta.errors import LeaseHeldError, OperationDisabledError
 from otel_delta.maintenance import maintain_table
@@ -27,6 +29,7 @@ from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.maintenance.tasks import TablePolicy, utc_today
 from otel_delta.tables.schemas import SPANS
 from tests.helpers import RunningBridge, read_table
+from tests.test_admin import samples
 
 DAY_NS = 86_400 * 10**9
 
@@ -208,10 +211,21 @@ def test_maintenance_beside_ingestion_loses_and_blocks_nothing(tmp_path: Path) -
         t.join()
     maintainer = bridge.bridge.maintainer
     assert maintainer is not None
+    scraped = samples(bridge)
     bridge.stop()
 
     assert failures == []
     assert len(acked) > 200
+    # /metrics: the table's log as the last cleanup left it. Nothing in it expires within the
+    # test (a week's retention), so the log can only have grown since
+    spans_files = pa_fs.SubTreeFileSystem(str(lake / "spans"), pa_fs.LocalFileSystem())
+    listed = commit_log.log_files(spans_files)
+    gauge = {
+        kind: scraped[("otel_delta_table_log_files", (("kind", kind), ("table", "spans")))]
+        for kind in ("commit", "checkpoint")
+    }
+    assert 0 < gauge["commit"] <= listed.commits and 0 < gauge["checkpoint"] <= listed.checkpoints
+    assert 0 < scraped[("otel_delta_table_log_bytes", (("table", "spans"),))] <= listed.bytes
     stored = read_table(lake, "spans").column("span_id").to_pylist()
     assert sorted(stored) == sorted(acked)  # every acked span, exactly once
     # the maintainer really worked on the same table during ingestion
