@@ -61,6 +61,12 @@ def age(path: Path, now: float) -> None:
         written_at(path, version, at)
 
 
+def all_in_one_hour_long_ago(path: Path, now: float) -> None:
+    hour = (now // HOUR - 30) * HOUR
+    for i, version in enumerate(checkpoints(path)):
+        written_at(path, version, hour + i)
+
+
 def filesystem(path: Path) -> pa_fs.FileSystem:
     return pa_fs.SubTreeFileSystem(str(path), pa_fs.LocalFileSystem())
 
@@ -96,9 +102,7 @@ def test_the_oldest_and_the_two_newest_stay_whatever_their_hour(tmp_path: Path) 
     path = tmp_path / "t"
     table_with_checkpoints(path)
     now = time.time()
-    hour = (now // HOUR - 30) * HOUR
-    for i, version in enumerate(checkpoints(path)):
-        written_at(path, version, hour + i)
+    all_in_one_hour_long_ago(path, now)
 
     assert thin_checkpoints(filesystem(path), now, WEEK) == [3, 5, 7]
 
@@ -127,9 +131,7 @@ def test_multi_part_checkpoints_are_kept(tmp_path: Path) -> None:
     path = tmp_path / "t"
     table_with_checkpoints(path)
     now = time.time()
-    hour = (now // HOUR - 30) * HOUR
-    for i, version in enumerate(checkpoints(path)):
-        written_at(path, version, hour + i)
+    all_in_one_hour_long_ago(path, now)
     part = path / "_delta_log" / f"{5:020d}.checkpoint.0000000001.0000000002.parquet"
     part.write_bytes(b"")  # its version is not ours to thin, its classic checkpoint either
 
@@ -147,7 +149,7 @@ def test_the_log_retention_is_read_from_the_table() -> None:
 
 
 def test_the_log_cleanup_of_a_table_thins_them(tmp_path: Path) -> None:
-    """`Table.cleanup_log`, which the maintainer's checkpoint step and `otel-delta` call."""
+    """`Table.cleanup_log`, which the maintainer's checkpoint step calls every round."""
     config = DeltaConfig.for_path(tmp_path)
     table = DeltaLakeConnector(config).get_or_create_table("spans")
     path = Path(table.uri)

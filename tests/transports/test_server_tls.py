@@ -13,19 +13,9 @@ import pytest
 from otel_delta.config import TlsSettings
 from otel_delta.errors import ConfigError
 from otel_delta.transports.tls import ServerTls
-from tests.certs import Certs, make_certs
+from tests.certs import Certs
 
 INTERVAL = 60.0
-
-
-@pytest.fixture(scope="module")
-def old(tmp_path_factory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("old-ca"))
-
-
-@pytest.fixture(scope="module")
-def new(tmp_path_factory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("new-ca"))
 
 
 class Clock:

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_delta.remote.client import ConnectorClient
 from tests import corpus
-from tests.certs import Certs, make_certs
+from tests.certs import Certs
 from tests.helpers import (
     ServeProcess,
     bridge_config,
@@ -40,17 +40,6 @@ pytestmark = pytest.mark.e2e
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 INTERVAL = 0.5  # reload_interval_seconds of these bridges
-
-
-@pytest.fixture(scope="module")
-def old(tmp_path_factory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("old-ca"))
-
-
-@pytest.fixture(scope="module")
-def new(tmp_path_factory) -> Certs:
-    """A second CA of its own, with a server and a client certificate it signed."""
-    return make_certs(tmp_path_factory.mktemp("new-ca"))
 
 
 @pytest.fixture(autouse=True)
