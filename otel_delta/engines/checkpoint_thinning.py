@@ -92,6 +92,13 @@ def thin_checkpoints(
     return thinned
 
 
+def checkpoint_gone(error: BaseException) -> bool:
+    """Is `error` delta-rs failing to read a checkpoint that is no longer there (a handle
+    built on one that was thinned since)?"""
+    text = str(error)
+    return ".checkpoint." in text and "not found" in text.lower()
+
+
 def _seconds(mtime: datetime | None, now: float) -> float:
     """A file's write time; a store that gives none makes it count as new (kept)."""
     return mtime.timestamp() if mtime is not None else now

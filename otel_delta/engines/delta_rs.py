@@ -27,6 +27,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 
 from otel_delta.engines import local_commit
 from otel_delta.engines.base import rows_rejected
+from otel_delta.engines.checkpoint_thinning import checkpoint_gone
 from otel_delta.engines.commit_log import log_entry, own_commit
 from otel_delta.engines.data_files import (
     DataFile,
@@ -163,6 +164,23 @@ class DeltaRsEngine:
             self._catch_up(name, table)
         return table
 
+    def _holds(
+        self, name: str, table: DeltaTable, app_transaction: Transaction
+    ) -> tuple[bool, DeltaTable]:
+        """Does the table hold the transaction already, and the handle to go on with. delta-rs
+        reads transactions from the checkpoint its snapshot was built on; the log cleanup thins
+        old checkpoints (engines/checkpoint_thinning.py), and a handle that only followed its
+        own commits can still be built on one of those: it is then opened afresh, from the
+        newest, rather than spending an attempt of the append on the error."""
+        try:
+            return holds_transaction(table, app_transaction), table
+        except Exception as exc:
+            if not checkpoint_gone(exc):
+                raise
+            self._drop(name)
+            table = self.open(name)
+            return holds_transaction(table, app_transaction), table
+
     def _latest(self, name: str, table: DeltaTable) -> int:
         return max(self._versions.get(name, -1), table.version())
 
@@ -208,8 +226,10 @@ class DeltaRsEngine:
     ) -> int:
         try:
             table = self.open(table_name)
-            if app_transaction is not None and holds_transaction(table, app_transaction):
-                return table.version()  # an earlier attempt landed (its reply did not)
+            if app_transaction is not None:
+                held, table = self._holds(table_name, table, app_transaction)
+                if held:
+                    return table.version()  # an earlier attempt landed (its reply did not)
             version = self._write(table_name, table, data, app_transaction)
             self._appends[table_name] = self._appends.get(table_name, 0) + 1
             return table.version() if version is None else version

@@ -6,6 +6,7 @@ removes expired ones, so that every version is read from a checkpoint."""
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -15,9 +16,12 @@ import pyarrow as pa
 import pyarrow.fs as pa_fs
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake.transaction import Transaction
 
 from otel_delta import DeltaConfig, DeltaLakeConnector
+from otel_delta.engines import DeltaRsEngine
 from otel_delta.engines.checkpoint_thinning import log_retention_seconds, thin_checkpoints
+from otel_delta.lakehouse import Lakehouse
 from otel_delta.maintenance.tasks import utc_today
 from tests.maintenance.test_compaction import spans
 
@@ -180,3 +184,41 @@ def test_spark_reads_every_version_after_thinning(spark, tmp_path: Path) -> None
     for version in (1, 2, 3, 4, 7, 8, 12):
         frame = spark.read.format("delta").option("versionAsOf", version).load(str(path))
         assert sorted(row.n for row in frame.collect()) == list(range(version + 1))
+
+
+def test_a_writer_handle_built_on_a_thinned_checkpoint_appends_at_its_first_attempt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The bridge's cached handle (engines/delta_rs.py) reads transactions from the checkpoint
+    it was built on; after following only its own commits it can be built on one the cleanup
+    thinned since. Its next append reopens it rather than failing an attempt (a WARNING) on
+    "checkpoint not found"."""
+    engine = DeltaRsEngine(Lakehouse(str(tmp_path)))
+    uri = str(tmp_path / "spans")
+    rng, day = random.Random(1), utc_today()
+    ids = iter(range(1, 1000))
+
+    def append() -> int:
+        row = next(ids)
+        return engine.append("spans", spans(rng, 3, day, row * 3), Transaction("wal", row))
+
+    append()  # version 1 (0 made the table)
+    DeltaTable(uri).create_checkpoint()  # the first of its hour: kept
+    write_deltalake(uri, spans(rng, 3, day, 900), mode="append")  # another writer: 2
+    DeltaTable(uri).create_checkpoint()
+    append()  # 3: the handle catches up, built on checkpoint 2
+    for _ in range(2):  # two newer checkpoints (the maintainer's) past the handle's own commits
+        DeltaTable(uri).create_checkpoint()
+        append()
+    path = tmp_path / "spans"
+    assert checkpoints(path) == [1, 2, 3, 4]
+    now = time.time()
+    hour = (now // HOUR - 3) * HOUR
+    written_at(path, 1, hour + 60)
+    written_at(path, 2, hour + 1800)
+    assert thin_checkpoints(filesystem(path), now, WEEK) == [2]
+
+    with caplog.at_level(logging.WARNING):
+        assert append() == 6
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert DeltaTable(uri).to_pyarrow_table(columns=["span_id"]).num_rows == 18
