@@ -3,15 +3,15 @@
 A checkpoint holds the whole state of its version, tombstones included. A table that commits
 every 10 s writes one every `checkpoint_interval` (100) commits, some 86 a day, and once
 compacted each carries a week of tombstones (`delta.deletedFileRetentionDuration`): some
-300,000 rows, 31.5 MB (measured, docs/performance.md). The log keeps its entries, checkpoints
-included, for `delta.logRetentionDuration`: a week of them is 605 checkpoints, 19 GB per
+300,000 rows, 31 MB (bench/log_steady_state.py). The log keeps its entries, checkpoints
+included, for `delta.logRetentionDuration`: a week of them is 605 checkpoints, 18.8 GB per
 table, for telemetry whose week may take a few hundred MB.
 
 A checkpoint is only a shortcut: a version is read from the newest checkpoint at or before it,
 then the commits after it. What is deleted: of the checkpoints older than DENSE_SECONDS, all
 but the first of each clock hour by write time, so reading an older version replays at most
-an hour of commits plus one checkpoint's interval; the week keeps about 184 checkpoints, 3.3
-times fewer. What is kept whatever its hour:
+an hour of commits plus one checkpoint's interval; the week keeps about 176 checkpoints where it
+kept 605. What is kept whatever its hour:
 
 - the two newest: every open starts from the newest, and a handle opened before it (the
   bridge's writer reopens every `checkpoint_interval` appends) still reads the one before it
