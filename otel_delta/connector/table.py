@@ -828,8 +828,9 @@ class Table:
         those versions is no longer possible afterwards; to a version between the hours' kept
         checkpoints it replays at most an hour of commits and a checkpoint's interval."""
         before = self._log_files()
-        self.delta().cleanup_metadata()
-        retention = log_retention_seconds(self.delta().metadata().configuration)
+        delta = self.delta()  # one open: each lists the whole log on a local disk
+        delta.cleanup_metadata()
+        retention = log_retention_seconds(delta.metadata().configuration)
         thinned = thin_checkpoints(self._files(), time.time(), retention)
         if thinned:
             log.debug("%s: %d older checkpoints deleted", self.name, len(thinned))
