@@ -131,6 +131,32 @@ def test_checkpoints_near_the_log_retention_cutoff_are_left_to_the_log_cleanup(
     every_version_reads(path)
 
 
+def test_a_users_handle_built_on_a_thinned_checkpoint_reads_and_updates(tmp_path: Path) -> None:
+    """A user's long-lived `DeltaTable` (a service, a notebook) opened at version 4 was built on
+    checkpoint 3, which the thinning deletes: it still reads its version, lists the history,
+    travels to another version and updates to the newest; once updated it looks up transactions
+    and vacuums again (before that, delta-rs 1.x looks for checkpoint 3 there: README, known
+    limits)."""
+    path = tmp_path / "t"
+    table_with_checkpoints(path)
+    handle = DeltaTable(str(path), version=4)
+    now = time.time()
+    age(path, now)
+
+    assert 3 in thin_checkpoints(filesystem(path), now, WEEK)
+
+    assert 3 not in checkpoints(path)
+    assert sorted(handle.to_pyarrow_table().column("n").to_pylist()) == list(range(5))
+    assert len(handle.history()) == 12  # versions 1-12: the commit of 0 has expired
+    handle.update_incremental()
+    assert handle.version() == 12
+    assert sorted(handle.to_pyarrow_table().column("n").to_pylist()) == list(range(13))
+    assert handle.transaction_version("no-such-app") is None
+    assert handle.vacuum(dry_run=True) == []
+    handle.load_as_version(6)
+    assert sorted(handle.to_pyarrow_table().column("n").to_pylist()) == list(range(7))
+
+
 def test_multi_part_checkpoints_are_kept(tmp_path: Path) -> None:
     path = tmp_path / "t"
     table_with_checkpoints(path)
