@@ -72,6 +72,8 @@ class Query:
     def select(self, columns: list[str] | tuple[str, ...] | str) -> Query:
         """Only these columns, in this order; unknown names raise InvalidPredicateError."""
         names = [c.strip() for c in columns.split(",")] if isinstance(columns, str) else columns
+        if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+            raise InvalidQueryError(f"select: expected column names, got {columns!r}")
         names = list(names)
         self._check_columns(names, "select")
         self._columns = names
@@ -97,6 +99,12 @@ class Query:
             names.append(words[0])
             order.append("descending" if direction == "DESC" else "ascending")
         self._check_columns(names, "order_by")
+        for name in names:  # Arrow sorts scalars only: a map or list raised ArrowTypeError
+            type_ = self._table_schema.field(name).type
+            if pa.types.is_nested(type_) or pa.types.is_map(type_):
+                raise InvalidQueryError(
+                    f"order_by: column {name} of type {type_} cannot be sorted", column=name
+                )
         self._order_by, self._order = names, order
         return self
 
@@ -311,12 +319,19 @@ class Query:
         return self.execute().num_rows
 
 
-def whole_number(value: object, what: str, minimum: int = 0) -> int:
-    """`value` if it is an int (not a bool) of at least `minimum` (0 or 1), else
-    InvalidQueryError naming `what`."""
+INT64_MAX = 2**63 - 1
+
+
+def whole_number(value: object, what: str, minimum: int = 0, maximum: int = INT64_MAX) -> int:
+    """`value` if it is an int (not a bool) of at least `minimum` (0 or 1) and at most
+    `maximum`, else InvalidQueryError naming `what`. The maximum is what delta-rs takes (a
+    version is an i64): a larger int raised OverflowError from inside it, or a Rust panic
+    (a BaseException, past every `except Exception`) for a vacuum's retention."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         kind = "positive" if minimum == 1 else "non-negative"
         raise InvalidQueryError(f"{what} must be a {kind} integer, got {value!r}")
+    if value > maximum:
+        raise InvalidQueryError(f"{what} must be at most {maximum}, got {value}")
     return value
 
 

@@ -31,7 +31,7 @@ from otel_delta.connector.predicates import (
     sql_literal,
 )
 from otel_delta.connector.pruning import file_stats
-from otel_delta.connector.query import Query, parse_timestamp, whole_number
+from otel_delta.connector.query import INT64_MAX, Query, parse_timestamp, whole_number
 from otel_delta.connector.results import (
     DeleteResult,
     HistoryEntry,
@@ -460,7 +460,14 @@ class Table:
     def update_schema(self, columns: pa.Schema | Sequence[pa.Field] | pa.Field) -> SchemaChange:
         """Schema evolution: add new nullable columns. Changing or dropping one raises
         SchemaMismatchError (expected vs actual); columns already present are left alone."""
-        fields = [columns] if isinstance(columns, pa.Field) else list(columns)
+        fields = [columns] if isinstance(columns, pa.Field) else columns
+        if not isinstance(fields, pa.Schema | list | tuple) or not all(
+            isinstance(f, pa.Field) for f in fields
+        ):
+            raise InvalidQueryError(
+                f"update_schema takes pyarrow fields (pa.field(name, type)), got {columns!r}"
+            )
+        fields = list(fields)
         current = self.schema
         added = []
         for field in fields:
@@ -765,7 +772,8 @@ class Table:
         deltalake.table.retention_hours, 168). Files are returned relative to the table root."""
         chosen = self._engine(engine)
         hours = self._settings.table.retention_hours if retention_hours is None else retention_hours
-        whole_number(hours, "retention_hours")
+        # delta-rs keeps the retention as milliseconds in an i64
+        whole_number(hours, "retention_hours", maximum=INT64_MAX // 3_600_000)
         files = self._retrying("vacuum", chosen, lambda: chosen.vacuum(self.name, hours, dry_run))
         relative = sorted(maintenance.relative_path(self.uri, f) for f in files)
         return VacuumResult(relative, dry_run, hours, chosen.name)

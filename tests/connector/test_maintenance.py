@@ -336,6 +336,10 @@ def test_arguments_out_of_range_are_invalid_queries(spans) -> None:
     for bad in (0, -1, "big"):
         with pytest.raises(InvalidQueryError, match="target_size"):
             spans.optimize(target_size=bad)
+    # beyond what delta-rs holds in milliseconds: a Rust panic (a BaseException) before
+    with pytest.raises(InvalidQueryError, match="retention_hours must be at most"):
+        spans.vacuum(retention_hours=2**62, dry_run=True)
+    assert spans.vacuum(retention_hours=2**63 // 3_600_000 - 1, dry_run=True).files == []
     with pytest.raises(InvalidQueryError, match="not both"):
         spans.query().version(1).as_of(datetime.now(UTC))
     with pytest.raises(InvalidQueryError, match="not both"):

@@ -70,6 +70,21 @@ def test_order_by_descending_gives_the_newest_first_and_mixes_directions(spans) 
         spans.query().order_by("start_time_unix_nano DOWN")
 
 
+def test_arguments_of_the_wrong_kind_are_one_invalid_query_not_an_arrow_error(spans) -> None:
+    """A map or list column cannot be sorted, a select takes names, a version fits an i64:
+    each is refused at the call with the reason, not by Arrow or delta-rs at the read
+    (ArrowTypeError "Sorting not supported for type map<string, string>", OverflowError "int
+    too big to convert")."""
+    for column in ("attributes", "events DESC"):
+        with pytest.raises(InvalidQueryError, match="cannot be sorted") as err:
+            spans.query().order_by(column)
+        assert err.value.column == column.split()[0]
+    with pytest.raises(InvalidQueryError, match="column names"):
+        spans.query().select(5)
+    with pytest.raises(InvalidQueryError, match="at most"):
+        spans.query().version(10**20)
+
+
 def test_results_match_a_plain_read(spans, lake_path) -> None:
     everything = read_table(lake_path, "spans")
     expected = everything.filter(

@@ -202,6 +202,9 @@ def test_schema_evolution_adds_nullable_columns_and_the_bridge_keeps_writing(lak
     assert err.value.expected == "duration_ns: int64" and err.value.actual == "duration_ns: string"
     with pytest.raises(SchemaMismatchError, match="nullable"):
         spans.update_schema(pa.field("required", pa.int64(), nullable=False))
+    for bad in ("tenant", ["tenant"]):  # names without types: refused, not an AttributeError
+        with pytest.raises(InvalidQueryError, match="pyarrow fields"):
+            spans.update_schema(bad)
 
     # records with a new column evolve the table (auto_evolution is on by default)
     row = {**spans.query().limit(1).to_pylist()[0], "tenant_id": "acme", "region": "eu"}
