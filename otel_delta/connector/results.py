@@ -102,7 +102,8 @@ class HistoryEntry:
     parameters: dict[str, Any]
     metrics: dict[str, Any]
     user: str | None
-    num_records: int | None  # rows written by this commit, when the engine reported it
+    # rows written by this commit (an upsert's copied rows too), when the engine reported it
+    num_records: int | None
 
 
 @dataclass(frozen=True)

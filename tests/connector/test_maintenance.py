@@ -280,6 +280,18 @@ def test_history_numbers_commits_by_the_log_when_one_lands_while_it_reads(
     ]
 
 
+def test_history_counts_the_rows_an_upsert_wrote_as_spark_does(spans) -> None:
+    """An upsert that updates one row rewrites its file: `num_records` is every row written
+    (updated and copied), Spark's numOutputRows for the same MERGE; it was delta-rs's
+    inserted rows alone, 0 here where Spark's history said the file's row count."""
+    row = spans.query().filter("service_name = 'cart' AND date = '2024-11-19'").limit(1)
+    result = spans.upsert([{**row.to_pylist()[0], "name": "renamed"}])
+    assert (result.inserted, result.updated) == (0, 1)
+    entry = spans.history(1)[0]
+    assert entry.operation == "MERGE"
+    assert entry.num_records == entry.metrics["num_output_rows"] > 1
+
+
 def test_small_file_threshold_comes_from_config(lake_path) -> None:
     config = DeltaConfig.for_path(lake_path, storage={"min_file_size": 1})
     stats = DeltaLakeConnector(config).table("spans").statistics()
