@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -260,6 +261,18 @@ class Table:
         data = upsert_ops.conform(versions.conform(self.name, target, data), target)
         return upsert_ops.complete(self.name, data), new
 
+    def _record_changes(self) -> None:
+        """With `[deltalake.table] change_data_feed = true`, turn the feed on for a table that
+        does not have it yet, as the bridge's writer does when it opens one, so this write's
+        changes are recorded: an upsert or delete on a table the bridge had not opened since
+        the setting went on recorded nothing, and `changes()` then told the user to set what
+        they had set."""
+        lakehouse = self.connector.lakehouse
+        configuration = self.delta().metadata().configuration
+        if lakehouse.change_data_feed and configuration.get(CHANGE_DATA_FEED) != "true":
+            lakehouse.create_table(self.name)
+            self.connector.forget_writer_handle(self.name)
+
     def _conformed(self, data: pa.Table, new: list[pa.Field]) -> pa.Table:
         """`data` in the table's schema, once its `new` columns are added (schema evolution)."""
         if not new:
@@ -299,6 +312,7 @@ class Table:
                     f"{outside} of {data.num_rows} record(s) are not in partition {partition_path}"
                 )
         data = self._conformed(data, new)
+        self._record_changes()
         dropped = 0
         if dedupe:
             data, dropped = upsert_ops.dedupe(data, keys)
@@ -326,6 +340,7 @@ class Table:
         """Append records as one commit (no key check), exactly as the bridge does."""
         self._allowed("bulk_insert")
         data = self._conformed(*self._records(records))
+        self._record_changes()
         chosen = self._engine(engine, data.num_rows)
         if data.num_rows == 0:
             return InsertResult(0, self.version(), chosen.name)
@@ -367,6 +382,7 @@ class Table:
         predicate = conjunction(parts)
         assert predicate is not None
         if not hard:
+            self._record_changes()
             return self._delete(predicate, engine)
         return self._hard_delete(predicate, actor, engine)
 
@@ -606,11 +622,13 @@ class Table:
 
     # --- reads -----------------------------------------------------------------------------
 
-    def changes(self, start_version: int = 0, end_version: int | None = None) -> pa.Table:
+    def changes(self, start_version: int | None = None, end_version: int | None = None) -> pa.Table:
         """The change data feed between two versions (inclusive): every inserted, updated
         (`update_preimage` / `update_postimage`) and deleted row, with `_change_type`,
         `_commit_version` and `_commit_timestamp`. Needs `[deltalake.table]
-        change_data_feed = true` (from the version it was turned on)."""
+        change_data_feed = true`; the feed starts at the version that turned it on, which is
+        where `start_version` (None) starts by default: from 0, a table that got the feed after
+        its creation answered only "has no version 0..None"."""
         delta = self.delta()
         if delta.metadata().configuration.get(CHANGE_DATA_FEED) != "true":
             raise InvalidQueryError(
@@ -618,8 +636,21 @@ class Table:
                 "change_data_feed = true (changes are recorded from then on)"
             )
         for value, what in ((start_version, "start_version"), (end_version, "end_version")):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise InvalidQueryError(f"{what} must be an integer, got {value!r}")
+            if value is not None:
+                whole_number(value, what)
+        if None not in (start_version, end_version) and end_version < start_version:
+            raise InvalidQueryError(
+                f"end_version {end_version} is before start_version {start_version}"
+            )
+        first = self._feed_start()
+        if start_version is None:
+            start_version = first
+        elif start_version < first:
+            raise VersionNotFoundError(
+                self.name,
+                f"{start_version} in its change data feed, which starts at version {first} "
+                "(when the feed was turned on)",
+            )
         try:
             reader = delta.load_cdf(starting_version=start_version, ending_version=end_version)
             changes = pa.RecordBatchReader.from_stream(reader).read_all()
@@ -631,6 +662,21 @@ class Table:
             [schema.field(f.name) if f.name in schema.names else _plain(f) for f in changes.schema]
         )
         return changes.cast(wanted)
+
+    def _feed_start(self) -> int:
+        """The first version of the change data feed: the newest commit that turned it on (a
+        table-properties change), else the oldest version the log still holds (a table created
+        with the feed)."""
+        history = self._history()
+        for commit in history:
+            properties = (commit.get("operationParameters") or {}).get("properties")
+            try:
+                turned_on = json.loads(properties).get(CHANGE_DATA_FEED) == "true"
+            except (TypeError, ValueError, AttributeError):
+                continue
+            if turned_on:
+                return int(commit["version"])
+        return min((int(c["version"]) for c in history if "version" in c), default=0)
 
     def query(self) -> Query:
         return Query(self)

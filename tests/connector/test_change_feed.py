@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 from otel_delta.connector import DeltaConfig, DeltaLakeConnector
-from otel_delta.errors import InvalidQueryError
+from otel_delta.errors import InvalidQueryError, VersionNotFoundError
 from otel_delta.signals import SIGNALS_BY_NAME
 from tests.connector import data
 from tests.connector.test_erasure import holds
@@ -102,3 +102,30 @@ def test_changes_need_the_feed(tmp_path: Path) -> None:
     on.engines.delta_rs.append("spans", lake.table("spans").query().limit(2).to_arrow())
     changes = on.table("spans").changes(on.table("spans").version())
     assert changes["_change_type"].to_pylist() == ["insert", "insert"]
+
+
+def test_a_feed_turned_on_later_records_the_connectors_first_writes(tmp_path: Path) -> None:
+    """Turned on in the config of a table the bridge made without it: the connector's own
+    upsert and delete turn the feed on, as the bridge's writer does, and are recorded (they
+    recorded nothing, and `changes()` asked for the setting that was set); `changes()` starts
+    where the feed does (from 0 it answered only "has no version 0..None"); a start before
+    the feed, a negative one or an end before the start is refused by name."""
+    off = filled(tmp_path / "lake", "delta-rs", feed=False)
+    before = off.table("spans").version()
+    on = DeltaLakeConnector(
+        DeltaConfig.for_path(tmp_path / "lake", table={"change_data_feed": True})
+    )
+    spans = on.table("spans")
+    first = spans.query().filter("service_name = 'cart'").order_by("span_id").to_pylist()[:2]
+    updated = spans.upsert([{**row, "name": "renamed"} for row in first])
+    deleted = spans.delete("name = 'renamed'")
+    assert kinds(spans.changes()) == {
+        (updated.version, "update_preimage"): 2,
+        (updated.version, "update_postimage"): 2,
+        (deleted.version, "delete"): 2,
+    }
+    with pytest.raises(VersionNotFoundError, match=f"starts at version {before + 1}"):
+        spans.changes(0)
+    for bad in ((-1, None), (deleted.version, updated.version)):
+        with pytest.raises(InvalidQueryError):
+            spans.changes(*bad)
