@@ -214,10 +214,11 @@ class Table:
         and the last error (see otel_delta.connector.operation_metrics)."""
         return self.connector.operations.snapshot(self.name)
 
-    def partition(self, partition_path: str) -> Predicate:
+    def partition(self, partition_path: str, *, existing: bool = True) -> Predicate:
         """`service_name=web/date=2026-11-20` as a condition on the partition columns, checked
         against the table's partitioning: a column that is not a partition column is an
-        InvalidPredicateError, a value the table has no partition for a PartitionNotFoundError."""
+        InvalidPredicateError, a value the table has no partition for a PartitionNotFoundError
+        (unless not `existing`: a bulk insert may open a partition)."""
         columns = self.delta().metadata().partition_columns
         segments = [s for s in partition_path.strip("/").split("/") if s]
         if not segments:
@@ -234,8 +235,18 @@ class Table:
                 )
             conditions.append(f"{name} = {sql_literal(unquote(value), 'datafusion')}")
         predicate = parse_predicate(" AND ".join(conditions), self.schema)
-        maintenance.check_partitions_exist(self.name, predicate, self.delta())
+        if existing:
+            maintenance.check_partitions_exist(self.name, predicate, self.delta())
         return predicate
+
+    @staticmethod
+    def _check_in_partition(data: pa.Table, scope: Predicate, partition_path: str) -> None:
+        """InvalidQueryError unless every record belongs to the partition `scope`."""
+        outside = data.num_rows - data.filter(scope.to_arrow()).num_rows
+        if outside:
+            raise InvalidQueryError(
+                f"{outside} of {data.num_rows} record(s) are not in partition {partition_path}"
+            )
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -306,11 +317,7 @@ class Table:
         partitions = self.delta().metadata().partition_columns
         keys = upsert_ops.merge_keys(self.name, data.schema, merge_key, partitions)
         if scope is not None:
-            outside = data.num_rows - data.filter(scope.to_arrow()).num_rows
-            if outside:
-                raise InvalidQueryError(
-                    f"{outside} of {data.num_rows} record(s) are not in partition {partition_path}"
-                )
+            self._check_in_partition(data, scope, partition_path)
         data = self._conformed(data, new)
         self._record_changes()
         dropped = 0
@@ -336,10 +343,26 @@ class Table:
         return UpsertResult(inserted, updated, dropped, version, chosen.name)
 
     @measured("insert")
-    def bulk_insert(self, records: Records, *, engine: EngineName | None = None) -> InsertResult:
-        """Append records as one commit (no key check), exactly as the bridge does."""
+    def bulk_insert(
+        self,
+        records: Records,
+        *,
+        partition_path: str | None = None,
+        engine: EngineName | None = None,
+    ) -> InsertResult:
+        """Append records as one commit (no key check), exactly as the bridge does.
+
+        With `partition_path` ("service_name=web/date=2026-11-20", as the connector TOML's
+        bulk insert takes it) every record must belong to that partition, which may be new;
+        otherwise nothing is written (InvalidQueryError)."""
         self._allowed("bulk_insert")
-        data = self._conformed(*self._records(records))
+        scope = (
+            self.partition(partition_path, existing=False) if partition_path is not None else None
+        )
+        data, new = self._records(records)
+        if scope is not None:
+            self._check_in_partition(data, scope, partition_path)
+        data = self._conformed(data, new)
         self._record_changes()
         chosen = self._engine(engine, data.num_rows)
         if data.num_rows == 0:

@@ -160,6 +160,28 @@ def test_bulk_insert_appends_like_the_bridge(spans, lake_path) -> None:
     assert read_table(lake_path, "spans").num_rows == spans.query().count()
 
 
+def test_bulk_insert_into_a_partition_path_as_the_connector_toml_takes_it(spans) -> None:
+    """`partition_path`, as on upsert and delete and as the connector TOML's bulk insert takes
+    it (a TypeError before): records all in it are appended, a new partition included; one
+    outside it refuses the call, nothing written."""
+    cart = spans.query().filter("service_name = 'cart' AND date = '2024-11-19'").to_arrow()
+    result = spans.bulk_insert(cart, partition_path="service_name=cart/date=2024-11-19")
+    assert result.inserted == cart.num_rows
+    moved = [
+        {**row, "resource_attributes": {"service.name": "new-svc"}} for row in cart.to_pylist()
+    ]
+    for row in moved:
+        del row["service_name"]  # derived from the resource, as the bridge does
+    assert spans.bulk_insert(moved, partition_path="service_name=new-svc").inserted == len(moved)
+    assert spans.query().filter("service_name = 'new-svc'").count() == len(moved)
+    version = spans.version()
+    with pytest.raises(InvalidQueryError, match="not in partition"):
+        spans.bulk_insert(cart, partition_path="service_name=cart/date=2024-11-20")
+    with pytest.raises(InvalidPredicateError, match="partition column"):
+        spans.bulk_insert(cart, partition_path="name=x")
+    assert spans.version() == version
+
+
 def test_delete_counts_and_leaves_the_rest(spans) -> None:
     before = spans.query().to_arrow()
     result = spans.delete("service_name = 'cart' AND attributes['http.route'] = '/r/1'")
