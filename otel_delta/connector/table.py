@@ -279,8 +279,9 @@ class Table:
         the setting went on recorded nothing, and `changes()` then told the user to set what
         they had set."""
         lakehouse = self.connector.lakehouse
-        configuration = self.delta().metadata().configuration
-        if lakehouse.change_data_feed and configuration.get(CHANGE_DATA_FEED) != "true":
+        if not lakehouse.change_data_feed:
+            return  # no table open for a setting that is off (each open lists the log)
+        if self.delta().metadata().configuration.get(CHANGE_DATA_FEED) != "true":
             lakehouse.create_table(self.name)
             self.connector.forget_writer_handle(self.name)
 
