@@ -320,6 +320,7 @@ class Table:
         if scope is not None:
             self._check_in_partition(data, scope, partition_path)
         data = self._conformed(data, new)
+        upsert_ops.check_keyed(data, keys)
         self._record_changes()
         dropped = 0
         if dedupe:

@@ -12,7 +12,7 @@ from google.protobuf.message import Message
 from otel_delta.connector.predicates import sql_literal
 from otel_delta.convert.columns import timestamp_and_date
 from otel_delta.convert.context import UNKNOWN_SERVICE
-from otel_delta.errors import InvalidRequestError, SchemaMismatchError
+from otel_delta.errors import InvalidQueryError, InvalidRequestError, SchemaMismatchError
 from otel_delta.signals import SIGNALS, signal_of_request
 from otel_delta.sql import Dialect, quote_identifier
 from otel_delta.tables import TABLES
@@ -227,6 +227,23 @@ def merge_keys(
     if default:
         keys = [k for k in partition_columns if k in schema.names and k not in keys] + keys
     return keys
+
+
+def check_keyed(data: pa.Table, keys: list[str]) -> None:
+    """InvalidQueryError when a record has no value in any merge key column. Keys compare
+    NULL-safe (NULLs equal), so such a record would match, and overwrite, every row whose key
+    is NULL: a column added by a typo (schema evolution) and then named as the key replaced
+    a whole table of spans with one record."""
+    if not keys or data.num_rows == 0:
+        return
+    unkeyed = pc.is_null(data.column(keys[0]))
+    for key in keys[1:]:
+        unkeyed = pc.and_(unkeyed, pc.is_null(data.column(key)))
+    if count := pc.sum(unkeyed.cast(pa.int64())).as_py():
+        raise InvalidQueryError(
+            f"{count} of {data.num_rows} record(s) have no value in any merge key column "
+            f"({', '.join(keys)}): such a record would match every row whose key is NULL"
+        )
 
 
 def dedupe(data: pa.Table, keys: list[str]) -> tuple[pa.Table, int]:

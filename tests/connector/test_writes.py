@@ -68,6 +68,20 @@ def test_a_refused_upsert_leaves_the_schema_as_it_was(lake, spans) -> None:
     assert {"g": gauge.schema.names, "s": spans.schema.names} == before
 
 
+def test_an_upsert_of_records_without_a_key_value_is_refused(spans) -> None:
+    """A column added by a typo (schema evolution) and then named as the merge key: NULL in the
+    record and in every row, NULL-safe keys would have matched them all and replaced the whole
+    table with one record. Refused, the table unchanged."""
+    existing = one_span(spans, data.trace_id("cart", data.DAYS[0], 0, 0).hex())
+    spans.upsert({**existing, "nosuch": 1})  # the typo: a new column, NULL in every other row
+    version, rows = spans.version(), spans.query().count()
+    with pytest.raises(InvalidQueryError, match="no value in any merge key column"):
+        spans.upsert({**existing, "name": "one"}, merge_key=["nosuch"])
+    assert spans.version() == version
+    assert spans.query().count() == rows
+    assert spans.query().filter("name = 'one'").count() == 0
+
+
 def test_records_get_what_the_bridge_derives_and_spans_need_ids(spans) -> None:
     """A dict without `service_name`, `date` or `start_time` gets them from its resource and
     its nanosecond time, as the bridge's converter would; so an upsert of such a dict updates
