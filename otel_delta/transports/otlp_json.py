@@ -6,50 +6,54 @@ unknown fields must be ignored — but not unknown enum names, which protobuf's 
 then take for 0 (a misspelled span kind stored as UNSPECIFIED): they are refused, as the
 Collector's receiver refuses them. A request is turned into its protobuf bytes, so the
 pipeline and the write-ahead log see one format whichever encoding the client chose.
+
+The document is walked along the request's own message descriptors (`_prepare`), so only
+fields the schema names are touched — an unknown field is ignored whole, whatever it holds —
+and what protobuf's parser, told to ignore unknown fields, would take silently is refused:
+a string or a list where a message belongs (it iterates it as if its characters were field
+names: `"body": "hello"` was stored as an empty log body), and an enum that is neither a
+name nor a 32-bit integer (`"kind": 2.5` was SERVER, `true` INTERNAL, 2^32 + 2 SERVER).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import re
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
-from opentelemetry.proto.logs.v1 import logs_pb2
-from opentelemetry.proto.metrics.v1 import metrics_pb2
-from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta.errors import InvalidRequestError
 
-# fields of bytes type holding ids, by their JSON (lowerCamelCase) and proto names: spans,
-# span links, log records and exemplars
-ID_FIELDS = frozenset(
-    {"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"}
+# bytes fields holding ids, by their proto names: spans, span links, log records, exemplars;
+# every other bytes field (AnyValue.bytes_value) is base64, standard or URL-safe, padded or
+# not (the protobuf JSON mapping), and protobuf's parser would skip any other character
+ID_FIELDS = frozenset({"trace_id", "span_id", "parent_span_id"})
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*")
+# how deep messages may nest, as protobuf's parsers allow (binary and JSON alike)
+MAX_DEPTH = 100
+INT32 = range(-(2**31), 2**31)
+
+
+# the fields `_prepare` looks at; the parser alone checks the others' values
+_CHECKED = frozenset(
+    {FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_ENUM}
 )
 
 
-# bytes attribute values (AnyValue.bytes_value): base64, standard or URL-safe, padded or not
-# (the protobuf JSON mapping); protobuf's parser would skip any other character silently
-BYTES_VALUE_FIELDS = frozenset({"bytesValue", "bytes_value"})
-_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*")
-
-
-# the enum fields of the OTLP messages, by their JSON names, and the names each takes
-_ENUMS = {
-    "kind": trace_pb2.Span.SpanKind,
-    "code": trace_pb2.Status.StatusCode,
-    "severityNumber": logs_pb2.SeverityNumber,
-    "aggregationTemporality": metrics_pb2.AggregationTemporality,
-}
-# ... by their JSON and their proto (snake_case) names, as protobuf's parser takes both
-ENUM_NAMES = {
-    name: frozenset(enum.keys())
-    for key, enum in _ENUMS.items()
-    for name in (key, re.sub(r"(?<!^)([A-Z])", r"_\1", key).lower())
-}
+@functools.cache
+def _fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
+    """A message's fields of the types `_prepare` checks, by their JSON (lowerCamelCase) and
+    their proto names: protobuf's parser takes both."""
+    checked = [field for field in descriptor.fields if field.type in _CHECKED]
+    by_name = {field.name: field for field in checked}
+    by_name.update({field.json_name: field for field in checked})
+    return by_name
 
 
 def _check_base64(key: str, value: str) -> None:
@@ -58,27 +62,69 @@ def _check_base64(key: str, value: str) -> None:
         raise InvalidRequestError(f"{key} is not base64: {value[:64]!r}")
 
 
-def _prepare(node: Any) -> None:
-    """Rewrites every id field below `node` in place from hex to base64, and refuses a bytes
-    value that is not base64 or an enum name that is not one (attribute keys are values, never
-    keys, so user data cannot be mistaken for any of them)."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in ID_FIELDS and isinstance(value, str):
-                try:
-                    node[key] = base64.b64encode(bytes.fromhex(value)).decode()
-                except ValueError:
-                    raise InvalidRequestError(f"{key} is not hex: {value[:64]!r}") from None
-            elif key in BYTES_VALUE_FIELDS and isinstance(value, str):
-                _check_base64(key, value)
-            elif key in ENUM_NAMES and isinstance(value, str):
-                if value not in ENUM_NAMES[key]:
-                    raise InvalidRequestError(f"{key} is not a known name: {value[:64]!r}")
-            else:
-                _prepare(value)
-    elif isinstance(node, list):
-        for item in node:
-            _prepare(item)
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return {str: "a string", list: "an array", dict: "an object"}.get(type(value), "null")
+
+
+def _is_int32(value: Any) -> bool:
+    """A JSON number that is a 32-bit integer (2.0 is; 2.5, 1e10 and true are not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(value, float) and not value.is_integer():
+        return False  # NaN and the infinities too
+    return int(value) in INT32
+
+
+def _prepare(node: dict[str, Any], descriptor: Descriptor, depth: int = 1) -> None:
+    """Rewrites every id field of the message `node` (and below) in place from hex to
+    base64, and refuses what protobuf's parser would misread (see the module's docstring).
+    Fields it does not know are left to the parser, which ignores them, and so are strings,
+    numbers and booleans: it refuses values of the wrong JSON type for those itself."""
+    if depth > MAX_DEPTH:
+        raise InvalidRequestError(f"messages are nested deeper than {MAX_DEPTH} levels")
+    fields = _fields(descriptor)
+    for key, value in node.items():
+        field = fields.get(key)
+        if field is None or value is None:
+            continue
+        if not field.is_repeated:
+            node[key] = _value(field, key, value, depth)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                value[index] = _value(field, key, item, depth)
+
+
+def _value(field: FieldDescriptor, key: str, value: Any, depth: int) -> Any:
+    """One value of `field` as protobuf's parser should see it."""
+    if value is None:
+        return value
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        if not isinstance(value, dict):
+            raise InvalidRequestError(
+                f"{key} must be a JSON object, not {_json_type(value)}: {str(value)[:64]!r}"
+            )
+        _prepare(value, field.message_type, depth + 1)
+    elif field.type == FieldDescriptor.TYPE_BYTES and isinstance(value, str):
+        if field.name not in ID_FIELDS:
+            _check_base64(key, value)
+            return value
+        try:
+            return base64.b64encode(bytes.fromhex(value)).decode()
+        except ValueError:
+            raise InvalidRequestError(f"{key} is not hex: {value[:64]!r}") from None
+    elif field.type == FieldDescriptor.TYPE_ENUM:
+        if isinstance(value, str):
+            if value not in field.enum_type.values_by_name:
+                raise InvalidRequestError(f"{key} is not a known name: {value[:64]!r}")
+        elif not _is_int32(value):
+            raise InvalidRequestError(
+                f"{key} must be an enum name or a 32-bit integer, not {str(value)[:64]!r}"
+            )
+    return value
 
 
 def json_to_protobuf(body: bytes, message_type: type[Message]) -> bytes:
@@ -89,7 +135,7 @@ def json_to_protobuf(body: bytes, message_type: type[Message]) -> bytes:
         raise InvalidRequestError(f"request body is not JSON: {exc}") from None
     if not isinstance(document, dict):
         raise InvalidRequestError("request body must be a JSON object")
-    _prepare(document)
+    _prepare(document, message_type.DESCRIPTOR)
     try:
         message = json_format.ParseDict(document, message_type(), ignore_unknown_fields=True)
     except (json_format.ParseError, binascii.Error, ValueError, TypeError, RecursionError) as exc:

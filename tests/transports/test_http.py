@@ -204,11 +204,19 @@ def test_repeated_attribute_keys_are_stored_once_and_warned_of(bridge, lakehouse
     assert found == [("dup", "b", 1), ("fine", None, 0)]
 
 
+JSON_SPAN = (
+    b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": '
+    b'"5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "s", %s}]}]}]}'
+)
 BAD_REQUESTS = [
     # (headers, body, HTTP status, gRPC code in the google.rpc.Status body)
     (PROTOBUF, b"\xff\xff\xff", 400, 3),
     (JSON, b"{not json", 400, 3),
     (JSON, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', 400, 3),
+    # a string for a message, a fraction for an enum: protobuf's parser took them silently (an
+    # empty status, SPAN_KIND_SERVER) and the span was stored
+    (JSON, JSON_SPAN % b'"status": "STATUS_CODE_ERROR"', 400, 3),
+    (JSON, JSON_SPAN % b'"kind": 2.5', 400, 3),
     ({**PROTOBUF, "Content-Encoding": "gzip"}, b"not gzip", 400, 3),
     # cut short: the finished part of the frame is no request (it used to be taken as empty)
     (

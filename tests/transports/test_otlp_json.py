@@ -163,3 +163,49 @@ def test_an_attribute_named_like_an_enum_field_is_a_value_like_any_other() -> No
     raw = json_to_protobuf(body, ExportTraceServiceRequest)
     span = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
     assert span.attributes[0].value.string_value == "SPAN_KIND_SERVR"
+
+
+@pytest.mark.parametrize(
+    ("body", "message_type"),
+    [
+        # a log body as a plain string: it was stored as an empty body, its text lost
+        (SEVERITY % (b"body", b'"hello"'), ExportLogsServiceRequest),
+        (SEVERITY % (b"body", b'["hello"]'), ExportLogsServiceRequest),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": '
+            b'[{"key": "k", "value": "plain"}]}]}]}]}',
+            ExportTraceServiceRequest,
+        ),
+        (STATUS.replace(b'{"code": %s}', b'"STATUS_CODE_ERROR"'), ExportTraceServiceRequest),
+        (b'{"resourceSpans": [{"resource": "svc"}]}', ExportTraceServiceRequest),
+    ],
+)
+def test_a_string_or_array_where_a_message_belongs_is_refused_not_dropped(
+    body: bytes, message_type: type[Message]
+) -> None:
+    """Protobuf's parser, told to ignore unknown fields, iterates a string given for a message
+    as if its characters were field names, ignores them all and keeps an empty message: the
+    request was accepted and the value silently lost. The Collector refuses it (400)."""
+    with pytest.raises(InvalidRequestError, match="must be a JSON object"):
+        json_to_protobuf(body, message_type)
+
+
+@pytest.mark.parametrize("kind", [b"2.5", b"true", b"4294967298", b"1099511627776"])
+def test_an_enum_that_is_no_32_bit_integer_is_refused_not_truncated(kind: bytes) -> None:
+    """Protobuf's parser took 2.5 for 2 (SERVER), true for 1 and 2^32 + 2 for 2."""
+    with pytest.raises(InvalidRequestError, match="must be an enum name or a 32-bit integer"):
+        json_to_protobuf(SPAN_KIND % kind, ExportTraceServiceRequest)
+    raw = json_to_protobuf(SPAN_KIND % b"2.0", ExportTraceServiceRequest)
+    span = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
+    assert span.kind == 2
+
+
+def test_an_unknown_field_is_ignored_whatever_it_holds() -> None:
+    """The specification: receivers MUST ignore fields with unknown names. One holding keys
+    named like our id or enum fields was refused ("traceId is not hex")."""
+    future = {"traceId": "not hex", "kind": "NOPE", "status": "x"}
+    span = {"traceId": TRACE, "spanId": SPAN, "name": "s", "futureField": future}
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+    raw = json_to_protobuf(body.encode(), ExportTraceServiceRequest)
+    stored = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
+    assert stored.trace_id.hex() == TRACE and stored.name == "s"
