@@ -11,8 +11,9 @@ The document is walked along the request's own message descriptors (`_prepare`),
 fields the schema names are touched — an unknown field is ignored whole, whatever it holds —
 and what protobuf's parser, told to ignore unknown fields, would take silently is refused:
 a string or a list where a message belongs (it iterates it as if its characters were field
-names: `"body": "hello"` was stored as an empty log body), and an enum that is neither a
-name nor a 32-bit integer (`"kind": 2.5` was SERVER, `true` INTERNAL, 2^32 + 2 SERVER).
+names: `"body": "hello"` was stored as an empty log body), an enum that is neither a name
+nor a 32-bit integer (`"kind": 2.5` was SERVER, `true` INTERNAL, 2^32 + 2 SERVER), and a
+boolean for a double (`"doubleValue": true` was 1.0).
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ INT32 = range(-(2**31), 2**31)
 
 
 # the fields `_prepare` looks at; the parser alone checks the others' values
+_FLOATS = frozenset({FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT})
 _CHECKED = frozenset(
-    {FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_ENUM}
+    {FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_ENUM} | _FLOATS
 )
 
 
@@ -124,6 +126,8 @@ def _value(field: FieldDescriptor, key: str, value: Any, depth: int) -> Any:
             raise InvalidRequestError(
                 f"{key} must be an enum name or a 32-bit integer, not {str(value)[:64]!r}"
             )
+    elif field.type in _FLOATS and isinstance(value, bool):
+        raise InvalidRequestError(f"{key} must be a number, not {str(value).lower()}")
     return value
 
 

@@ -209,3 +209,12 @@ def test_an_unknown_field_is_ignored_whatever_it_holds() -> None:
     raw = json_to_protobuf(body.encode(), ExportTraceServiceRequest)
     stored = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
     assert stored.trace_id.hex() == TRACE and stored.name == "s"
+
+
+def test_a_boolean_for_a_double_is_refused_not_taken_for_one() -> None:
+    body = (
+        b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [{"key": "k", '
+        b'"value": {"doubleValue": true}}]}]}]}]}'
+    )
+    with pytest.raises(InvalidRequestError, match="doubleValue must be a number"):
+        json_to_protobuf(body, ExportTraceServiceRequest)
