@@ -107,7 +107,7 @@ def _value(field: FieldDescriptor, key: str, value: Any, depth: int) -> Any:
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         if not isinstance(value, dict):
             raise InvalidRequestError(
-                f"{key} must be a JSON object, not {_json_type(value)}: {str(value)[:64]!r}"
+                f"{key} must be a JSON object, not {_json_type(value)}: {json.dumps(value)[:64]}"
             )
         _prepare(value, field.message_type, depth + 1)
     elif field.type == FieldDescriptor.TYPE_BYTES and isinstance(value, str):
@@ -124,10 +124,10 @@ def _value(field: FieldDescriptor, key: str, value: Any, depth: int) -> Any:
                 raise InvalidRequestError(f"{key} is not a known name: {value[:64]!r}")
         elif not _is_int32(value):
             raise InvalidRequestError(
-                f"{key} must be an enum name or a 32-bit integer, not {str(value)[:64]!r}"
+                f"{key} must be an enum name or a 32-bit integer, not {json.dumps(value)[:64]}"
             )
     elif field.type in _FLOATS and isinstance(value, bool):
-        raise InvalidRequestError(f"{key} must be a number, not {str(value).lower()}")
+        raise InvalidRequestError(f"{key} must be a number, not {json.dumps(value)}")
     return value
 
 
