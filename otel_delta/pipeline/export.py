@@ -40,8 +40,9 @@ log = logging.getLogger(__name__)
 RETRYABLE = (BufferFullError, ShuttingDownError, CommitError, WalError)
 # how long a request waits for a slot before it gets the retryable answer
 SLOT_WAIT_SECONDS = 5.0
-# how a transport hands over a body it has not read yet: a Body, or OtelDeltaError (e.g. 413)
-Receive = Callable[[], Awaitable[Body]]
+# how a transport hands over a body it has not read yet: a Body, or OtelDeltaError (e.g. 413);
+# given the request's reservation, to hold more while it reads (OTLP/JSON's decoding)
+Receive = Callable[[Reservation], Awaitable[Body]]
 
 
 class ExportPipeline:
@@ -108,7 +109,7 @@ class ExportPipeline:
             self.wal.check_capacity()
         await held.request(self.sizes.expected(signal.code))
         try:
-            request = body if isinstance(body, Body) else await body()
+            request = body if isinstance(body, Body) else await body(held)
         except RETRYABLE:
             raise  # e.g. the bridge stopped while the body was arriving: retry elsewhere
         except OtelDeltaError as exc:

@@ -70,7 +70,7 @@ def export_handler(
             outcome = Rejected(exc, str(exc))
         else:
             outcome = await pipeline.export(
-                signal, lambda: request_message(context, limit, timeout)
+                signal, lambda _held: request_message(context, limit, timeout)
             )
         observe("grpc", signal, outcome, started)
         if isinstance(outcome, Accepted):

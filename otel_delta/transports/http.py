@@ -32,10 +32,15 @@ from otel_delta.errors import (
 from otel_delta.net import bound_endpoint, http_runner, serve_http
 from otel_delta.pipeline import Accepted, ExportPipeline, Outcome, Rejected, Retryable
 from otel_delta.pipeline.body import Body, receive_compressed
+from otel_delta.pipeline.reservation import Reservation
 from otel_delta.signals import SIGNALS, Signal
 from otel_delta.status import rpc_status, status_for
 from otel_delta.transports.observe import observe
-from otel_delta.transports.otlp_json import json_to_protobuf, message_to_json
+from otel_delta.transports.otlp_json import (
+    decoding_bytes,
+    json_to_protobuf,
+    message_to_json,
+)
 from otel_delta.transports.tls import ServerTls, http_ssl_context
 
 log = logging.getLogger(__name__)
@@ -121,15 +126,30 @@ class HttpTransport:
         except OtelDeltaError as exc:
             return Rejected(exc, str(exc))
 
-        async def receive() -> Body:
+        async def receive(held: Reservation) -> Body:
             body = await self._body(request)
-            if as_json:  # the log keeps protobuf, which replay decodes
-                return Body(
-                    await asyncio.to_thread(json_to_protobuf, body.protobuf, signal.request)
-                )
-            return body
+            if not as_json:
+                return body
+            await self._hold_for_json(body.protobuf, held)
+            # the log keeps protobuf, which replay decodes
+            return Body(await asyncio.to_thread(json_to_protobuf, body.protobuf, signal.request))
 
         return await self.pipeline.export(signal, receive)
+
+    async def _hold_for_json(self, body: bytes, held: Reservation) -> None:
+        """Hold the memory decoding an OTLP/JSON body takes under `buffer.max_bytes`, as a
+        request holds what its conversion takes: Python's objects cost up to 82 times the
+        body's bytes (otlp_json.decoding_bytes), so a small gzip'd body of empty objects,
+        under `max_receive_message_bytes` inflated, took gigabytes. A body that could never
+        fit is refused for good (413), one that does not fit now is retryable (503)."""
+        needed = decoding_bytes(body)
+        max_bytes = self.pipeline.buffer.max_bytes
+        if needed > max_bytes:
+            raise RequestTooLargeError(
+                f"decoding this OTLP/JSON request would take about {needed} bytes, over "
+                f"buffer.max_bytes ({max_bytes}); send smaller requests, or protobuf"
+            )
+        await held.request(0, needed)
 
     def _check_length(self, length: int | None) -> None:
         if length is not None and length > self.limit:

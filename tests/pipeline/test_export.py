@@ -192,7 +192,7 @@ def test_a_body_is_read_only_once_its_expected_size_fits(tmp_path: Path) -> None
     held_while_reading: list[int] = []
 
     async def scenario(pipeline, buffer):
-        async def receive() -> Body:
+        async def receive(_: Reservation) -> Body:
             held_while_reading.append(buffer.reserved_bytes)
             return Body(raw)
 

@@ -303,6 +303,30 @@ def test_over_the_limit_is_413_compressed_or_not(tmp_path) -> None:
         bridge.stop()
 
 
+def test_json_whose_decoding_cannot_fit_the_buffer_is_413_unread(tmp_path) -> None:
+    """A gzip'd OTLP/JSON body of empty objects, well under the request limit inflated, took
+    82 times its size in Python objects while it was decoded, beside `buffer.max_bytes`: 16 KiB
+    sent, 16 MiB inflated, 1.4 GB held by the bridge. Its decoding is held under the buffer's
+    bound like a conversion, and one that could never fit is refused before it is decoded."""
+    lakehouse = tmp_path / "lake"
+    bridge = RunningBridge(make_settings(lakehouse, max_bytes=32 * 1024 * 1024))
+    try:
+        spans = ",".join(["{}"] * (1024 * 1024 // 3))
+        body = f'{{"resourceSpans": [{{"scopeSpans": [{{"spans": [{spans}]}}]}}]}}'.encode()
+        headers = {**JSON, "Content-Encoding": "gzip"}
+        bomb = requests.post(url(bridge), data=gzip.compress(body), headers=headers, timeout=60)
+        assert bomb.status_code == 413
+        assert "buffer.max_bytes" in status_of(bomb).message
+        # a real request in JSON, under the same bound, is stored
+        real = requests.post(
+            url(bridge), data=otlp_json(corpus.trace_request()), headers=JSON, timeout=30
+        )
+        assert real.status_code == 200
+        assert read_table(lakehouse, "spans").num_rows == 4
+    finally:
+        bridge.stop()
+
+
 def test_overload_is_503_with_retry_after(tmp_path) -> None:
     """While the table cannot be committed to, acked rows stay buffered for their retry; the
     full buffer refuses the next request once it has waited the retry delay for space."""
