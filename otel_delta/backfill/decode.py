@@ -1,25 +1,24 @@
 """One file-exporter record → (signal, Export*ServiceRequest), OTLP/JSON or protobuf.
 
-OTLP/JSON differs from protobuf's canonical JSON mapping in one way that matters: trace and
-span ids are hex strings, not base64. They are rewritten before `ParseDict`. An id that is
-not valid hex becomes a 1-byte id, which the converters reject and count — exactly as the
-receiver treats a bad id in a protobuf request (partial success), so the rest of the request
-is kept. Everything else (lowerCamelCase or original field names, enums as numbers or names,
-64-bit integers as strings) is what `ParseDict` accepts.
+OTLP/JSON is decoded as the OTLP/HTTP receiver decodes it (transports/otlp_json.py: hex ids,
+values of the wrong JSON type refused, unknown fields ignored), with one difference: an id
+that is not valid hex becomes a 1-byte id, which the converters reject and count — exactly as
+the receiver treats a bad id in a protobuf request (partial success), so the rest of the
+record is kept. A record the receiver would answer 400 goes to the dead letters.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 from typing import Any
 
-from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from otel_delta.errors import InvalidRequestError
 from otel_delta.signals import SIGNALS_BY_NAME, Signal
+from otel_delta.transports.otlp_json import document_to_message
 
 # top-level key of each request in OTLP/JSON (lowerCamelCase and the proto field name)
 SIGNAL_KEYS = {
@@ -30,34 +29,11 @@ SIGNAL_KEYS = {
     "resourceLogs": "logs",
     "resource_logs": "logs",
 }
-ID_KEYS = frozenset({"traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"})
 INVALID_ID = base64.b64encode(b"\xff").decode()  # wrong length for any id: rejected downstream
 
 
 class UndecodableRecord(Exception):
     """The record is not an OTLP Export request (goes to dead letters with this reason)."""
-
-
-def _hex_id_to_base64(value: str) -> str:
-    try:
-        raw = bytes.fromhex(value)
-    except ValueError:
-        return INVALID_ID
-    return base64.b64encode(raw).decode()
-
-
-def hex_ids_to_base64(node: Any) -> Any:
-    """Rewrite every OTLP/JSON id (hex) into protobuf-JSON bytes (base64), in place."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in ID_KEYS and isinstance(value, str):
-                node[key] = _hex_id_to_base64(value)
-            else:
-                hex_ids_to_base64(value)
-    elif isinstance(node, list):
-        for item in node:
-            hex_ids_to_base64(item)
-    return node
 
 
 def decode_json(payload: bytes) -> tuple[Signal, Message]:
@@ -76,11 +52,9 @@ def decode_json(payload: bytes) -> tuple[Signal, Message]:
         )
     signal = SIGNALS_BY_NAME[names.pop()]
     try:
-        request = json_format.ParseDict(
-            hex_ids_to_base64(document), signal.request(), ignore_unknown_fields=True
-        )
-    except (json_format.ParseError, binascii.Error, RecursionError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        request = document_to_message(document, signal.request, invalid_id=INVALID_ID)
+    except InvalidRequestError as exc:
+        reason = str(exc).splitlines()[0]
         raise UndecodableRecord(f"not an OTLP/JSON {signal.request.__name__}: {reason}") from None
     return signal, request
 

@@ -89,11 +89,14 @@ def _is_int32(value: Any) -> bool:
     return int(value) in INT32
 
 
-def _prepare(node: dict[str, Any], descriptor: Descriptor, depth: int = 1) -> None:
+def _prepare(
+    node: dict[str, Any], descriptor: Descriptor, depth: int = 1, invalid_id: str | None = None
+) -> None:
     """Rewrites every id field of the message `node` (and below) in place from hex to
     base64, and refuses what protobuf's parser would misread (see the module's docstring).
     Fields it does not know are left to the parser, which ignores them, and so are strings,
-    numbers and booleans: it refuses values of the wrong JSON type for those itself."""
+    numbers and booleans: it refuses values of the wrong JSON type for those itself. An id
+    that is not hex is refused, or with `invalid_id` (base64) replaced by it."""
     if depth > MAX_DEPTH:
         raise InvalidRequestError(f"messages are nested deeper than {MAX_DEPTH} levels")
     fields = _fields(descriptor)
@@ -102,13 +105,13 @@ def _prepare(node: dict[str, Any], descriptor: Descriptor, depth: int = 1) -> No
         if field is None or value is None:
             continue
         if not field.is_repeated:
-            node[key] = _value(field, key, value, depth)
+            node[key] = _value(field, key, value, depth, invalid_id)
         elif isinstance(value, list):
             for index, item in enumerate(value):
-                value[index] = _value(field, key, item, depth)
+                value[index] = _value(field, key, item, depth, invalid_id)
 
 
-def _value(field: FieldDescriptor, key: str, value: Any, depth: int) -> Any:
+def _value(field: FieldDescriptor, key: str, value: Any, depth: int, invalid_id: str | None) -> Any:
     """One value of `field` as protobuf's parser should see it."""
     if value is None:
         return value
@@ -117,7 +120,7 @@ def _value(field: FieldDescriptor, key: str, value: Any, depth: int) -> Any:
             raise InvalidRequestError(
                 f"{key} must be a JSON object, not {_json_type(value)}: {json.dumps(value)[:64]}"
             )
-        _prepare(value, field.message_type, depth + 1)
+        _prepare(value, field.message_type, depth + 1, invalid_id)
     elif field.type == FieldDescriptor.TYPE_BYTES and isinstance(value, str):
         if field.name not in ID_FIELDS:
             _check_base64(key, value)
@@ -125,6 +128,8 @@ def _value(field: FieldDescriptor, key: str, value: Any, depth: int) -> Any:
         try:
             return base64.b64encode(bytes.fromhex(value)).decode()
         except ValueError:
+            if invalid_id is not None:
+                return invalid_id
             raise InvalidRequestError(f"{key} is not hex: {value[:64]!r}") from None
     elif field.type == FieldDescriptor.TYPE_ENUM:
         if isinstance(value, str):
@@ -156,12 +161,20 @@ def json_to_protobuf(body: bytes, message_type: type[Message]) -> bytes:
         raise InvalidRequestError(f"request body is not JSON: {exc}") from None
     if not isinstance(document, dict):
         raise InvalidRequestError("request body must be a JSON object")
-    _prepare(document, message_type.DESCRIPTOR)
+    return document_to_message(document, message_type).SerializeToString()
+
+
+def document_to_message(
+    document: dict[str, Any], message_type: type[Message], invalid_id: str | None = None
+) -> Message:
+    """A parsed OTLP/JSON document (rewritten in place) → the request message, or
+    InvalidRequestError. `invalid_id`: what an id that is not hex becomes (base64), where a
+    caller wants it counted downstream rather than the document refused (backfill)."""
+    _prepare(document, message_type.DESCRIPTOR, invalid_id=invalid_id)
     try:
-        message = json_format.ParseDict(document, message_type(), ignore_unknown_fields=True)
+        return json_format.ParseDict(document, message_type(), ignore_unknown_fields=True)
     except (json_format.ParseError, binascii.Error, ValueError, TypeError, RecursionError) as exc:
         raise InvalidRequestError(f"cannot decode {message_type.__name__}: {exc}") from None
-    return message.SerializeToString()
 
 
 def message_to_json(message: Message) -> bytes:

@@ -18,7 +18,7 @@ import pyarrow as pa
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from otel_delta.backfill.decode import ID_KEYS
+ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})  # OTLP/JSON ids, hex
 
 
 def _ids_to_hex(node):

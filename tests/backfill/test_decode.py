@@ -59,6 +59,13 @@ def test_invalid_hex_id_is_a_rejected_item_not_a_lost_line() -> None:
         (b"{not json", "invalid JSON"),
         (b'{"something":[]}', "no resourceSpans"),
         (b'{"resourceSpans":[{"scopeSpans":"x"}]}', "not an OTLP/JSON"),
+        # values of the wrong JSON type, which protobuf's parser alone stored empty or changed
+        # (an empty body, SEVERITY_NUMBER_TRACE2): refused, as the OTLP/HTTP receiver does
+        (b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":"hello"}]}]}]}', "body"),
+        (
+            b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"severityNumber":2.5}]}]}]}',
+            "severityNumber",
+        ),
     ],
 )
 def test_undecodable_json_has_a_reason(payload: bytes, reason: str) -> None:
