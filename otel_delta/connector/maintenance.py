@@ -11,6 +11,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from otel_delta.connector.predicates import And, Between, Compare, In, Predicate
+from otel_delta.connector.pruning import file_stats, partition_match
 from otel_delta.errors import InvalidPredicateError, InvalidQueryError, PartitionNotFoundError
 
 FilterTuple = tuple[str, str, Any]
@@ -90,6 +91,39 @@ def check_partitions_exist(table: str, predicate: Predicate, delta: DeltaTable) 
             raise PartitionNotFoundError(
                 table, f"{name} = {shown}" if len(wanted) == 1 else f"{name} IN ({shown})"
             )
+
+
+def rewrite_due(
+    delta: DeltaTable, predicate: Predicate | None, z_order: bool, target_size: int
+) -> bool:
+    """Whether an optimize of the partitions `predicate` selects may rewrite any file, decided
+    from the log without committing, so that one with nothing to do takes no maintenance lease
+    (engines/lease.py: two empty commits) and reports the version it found, as the maintainer's
+    rounds do (maintenance/tasks.binpacking_due).
+
+    A Z-order rewrites every file of each selected partition (both engines, one file too): due
+    when there is any. A compaction rewrites only bins of two files or more, of at most
+    `target_size` together: due when some partition has two files whose sizes add up to at
+    most `target_size`. That is exactly when Spark's bin packing (files by size) finds a bin,
+    and a condition of delta-rs's (neighbours in the log's order), which may still find the
+    two too far apart and commit nothing. A file with a deletion vector makes it due (Spark
+    rewrites such a file alone)."""
+    actions = pa.table(delta.get_add_actions(flatten=True))
+    vectors = [n for n in actions.column_names if n.lower().startswith("deletion")]
+    partitions = [n for n in actions.column_names if n.startswith("partition.")]
+    wanted = ["path", "size_bytes", *partitions]
+    smallest: dict[tuple[tuple[str, Any], ...], list[int]] = {}
+    for index, file in enumerate(file_stats(actions.select(wanted))):
+        if predicate is not None and partition_match(predicate.node, file.partition) is False:
+            continue
+        if z_order or any(actions.column(n)[index].is_valid for n in vectors):
+            return True
+        partition = tuple(sorted(file.partition.items(), key=lambda kv: kv[0]))
+        two = sorted([*smallest.get(partition, []), file.size_bytes])[:2]
+        smallest[partition] = two
+        if len(two) == 2 and sum(two) <= target_size:
+            return True
+    return False
 
 
 def optimize_counts(metrics: dict[str, Any]) -> tuple[int, int, int]:

@@ -5,8 +5,10 @@ restore) is the version of the operation's own commit, found in the log by the c
 was tagged with (engines/commit_log.own_commit); not the table's latest version, which the
 bridge's appends may already have passed, so `restore(version=result.version - 1)` goes back
 to just before that commit. An operation that commits more than once reports its last commit;
-one that committed nothing, the version the table was at when it ran. A hard delete and a
-redaction report the version their purge checkpointed (every earlier one is gone).
+one that committed nothing, the version the table was at when it ran. An optimize's own commit
+is its OPTIMIZE, not the commits taking and releasing the maintenance lease around it (an
+optimize with nothing to rewrite takes no lease). A hard delete and a redaction report the
+version their purge checkpointed (every earlier one is gone).
 """
 
 from __future__ import annotations

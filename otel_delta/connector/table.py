@@ -77,6 +77,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
+# the metrics of an optimize with nothing to rewrite, as both engines name them in theirs
+NOTHING_OPTIMIZED: dict[str, Any] = {
+    "numFilesAdded": 0,
+    "numFilesRemoved": 0,
+    "partitionsOptimized": 0,
+    "numBatches": 0,
+}
+
 # Records accepted by upsert/bulk_insert: dicts, Arrow, or OTLP Export*ServiceRequest(s).
 Records = Any
 
@@ -175,7 +183,9 @@ class Table:
             give_up=self._conflict,
         )
 
-    def _committing(self, what: str, engine: Engine, run: Callable[[str], T]) -> tuple[T, int]:
+    def _committing(
+        self, what: str, engine: Engine, run: Callable[[str], T], *, found: int | None = None
+    ) -> tuple[T, int]:
         """Run an operation as `_retrying` does, `run` given the commit id to tag its commits
         with (Engine); returns its outcome and the version of its own commit, read from the log
         by that id (engines/commit_log.own_commit), as appends find theirs.
@@ -185,7 +195,8 @@ class Table:
         `restore(version=result.version - 1)` went back to the wrong state. An operation that
         commits more than once (an OPTIMIZE in batches) reports its last commit; one that
         committed nothing (a delete matching no row), the version the table was at before it
-        ran, as every other no-op result does.
+        ran, as every other no-op result does: `found`, when the caller committed something
+        else first (optimize: the maintenance lease, no change of the table's rows).
         """
         before = self.version()
         commit_id = uuid.uuid4().hex
@@ -193,7 +204,9 @@ class Table:
         own = commit_log.own_commit(
             self._files(), before, engine.commit_id_key, commit_id, last=True
         )
-        return outcome, before if own is None else own
+        if own is not None:
+            return outcome, own
+        return outcome, before if found is None else found
 
     def _conflict(self, exc: BaseException, attempts: int) -> ConcurrentModificationError:
         return ConcurrentModificationError(
@@ -790,7 +803,9 @@ class Table:
         Runs while this process holds the table's maintenance lease (engines/lease.py), taken
         for the call and released after it unless the process held it already (a bridge's
         maintainer): LeaseHeldError when another process holds it, since two rewrites of the
-        same files at once would both land and store their rows twice."""
+        same files at once would both land and store their rows twice. A call with nothing to
+        rewrite (maintenance.rewrite_due: no two small files of a partition fit together)
+        commits nothing, the lease neither, and reports the version the table was at."""
         if target_size is not None:
             whole_number(target_size, "target_size", minimum=1)
         chosen = self._engine(engine)
@@ -807,15 +822,23 @@ class Table:
         where_sql = predicate.to_sql(chosen.dialect) if predicate else None
         metrics: dict[str, Any]
         try:
-            with LEASES.holding(delta, self._settings.table.maintenance_lease_seconds):
-                pause_point("optimize-leased")
-                metrics, version = self._committing(
-                    "optimize",
-                    chosen,
-                    lambda commit_id: chosen.optimize(
-                        self.name, where_sql, filters, columns, size, commit_id
-                    ),
-                )
+            # decided after any rewrite of this table by this process (its maintainer) is done
+            with LEASES.exclusive(delta):
+                delta = self.delta()
+                found = delta.version()
+                if not maintenance.rewrite_due(delta, predicate, bool(columns), size):
+                    nothing = dict(NOTHING_OPTIMIZED)
+                    return OptimizeResult(found, 0, 0, 0, columns, chosen.name, nothing)
+                with LEASES.holding(delta, self._settings.table.maintenance_lease_seconds):
+                    pause_point("optimize-leased")
+                    metrics, version = self._committing(
+                        "optimize",
+                        chosen,
+                        lambda commit_id: chosen.optimize(
+                            self.name, where_sql, filters, columns, size, commit_id
+                        ),
+                        found=found,
+                    )
         except CommitFailedError as exc:  # the lease's commit lost to another kind of commit
             raise self._conflict(exc, 1) from None
         except OSError as exc:

@@ -53,6 +53,33 @@ def test_optimize_compacts_and_keeps_rows_identical(spans) -> None:
     assert spans.optimize().files_added == 0  # nothing left to compact
 
 
+def test_optimize_with_nothing_to_rewrite_commits_nothing(spans) -> None:
+    """Nothing to compact: no maintenance lease taken and released (two empty WRITEs in the
+    history), and the result names the version the table was at, not the lease's commit, as
+    the maintainer's rounds do."""
+    partitions = len(data.SERVICES) * len(data.DAYS)
+    version = spans.version()
+    # files that do not fit two in a file of the target size
+    too_small = spans.optimize(target_size=1)
+    assert (too_small.version, too_small.files_removed) == (version, 0)
+    assert spans.version() == version
+
+    compacted = spans.optimize()
+    assert compacted.files_added == partitions
+    version = spans.version()  # the lease's release, after the OPTIMIZE
+    for where in (None, "service_name = 'cart' AND date = '2024-11-19'"):
+        again = spans.optimize(where=where)
+        assert (again.version, again.files_added, again.files_removed) == (version, 0, 0)
+        assert again.partitions_optimized == 0 and again.metrics["numFilesAdded"] == 0
+    assert spans.version() == version
+    assert [h.operation for h in spans.history(3)] == ["WRITE", "OPTIMIZE", "WRITE"]
+
+    # a Z-order rewrites a partition's one file too: under the lease, as before
+    ordered = spans.optimize(where="service_name = 'cart'", z_order=["trace_id"])
+    assert ordered.files_removed == len(data.DAYS) and ordered.version == version + 2
+    assert spans.version() == ordered.version + 1
+
+
 def test_optimize_where_limits_to_partitions(spans) -> None:
     result = spans.optimize(where="service_name = 'cart' AND date = '2024-11-19'")
     assert (result.files_removed, result.files_added) == (data.COMMITS_PER_PARTITION, 1)
