@@ -176,6 +176,14 @@ def test_spark_optimize_reports_its_own_commit(twins, monkeypatch) -> None:
     # and the commit releasing the maintenance lease the call took (engines/lease.py)
     assert sp.version() == result.version + APPENDS + 1
 
+    # nothing left to compact where no append went: no lease taken and released, and the
+    # version the table was at
+    monkeypatch.undo()
+    version = sp.version()
+    again = sp.optimize(where=f"service_name = 'cart' AND date = '{data.DAYS[0]}'")
+    assert (again.version, again.files_removed, again.engine) == (version, 0, "spark")
+    assert sp.version() == version
+
 
 def test_spark_upsert_reports_its_own_commit(twins, monkeypatch) -> None:
     _, sp = twins
