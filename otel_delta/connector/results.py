@@ -106,6 +106,8 @@ class HistoryEntry:
     user: str | None
     # rows written by this commit (an upsert's copied rows too), when the engine reported it
     num_records: int | None
+    # `metrics` under one set of names on either engine, as ints (connector/history_metrics.py)
+    normalized_metrics: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
 from otel_delta.connector import audit, erasure, maintenance, redaction
 from otel_delta.connector import upsert as upsert_ops
+from otel_delta.connector.history_metrics import ROWS_WRITTEN_METRICS, normalized
 from otel_delta.connector.operation_metrics import OperationMetrics, OperationStats, measured
 from otel_delta.connector.predicates import (
     Column,
@@ -748,6 +749,7 @@ class Table:
                     metrics=dict(metrics),
                     user=commit.get("userName") or commit.get("engineInfo"),
                     num_records=_records_written(metrics),
+                    normalized_metrics=normalized(metrics),
                 )
             )
         return entries
@@ -977,16 +979,6 @@ def checked_trace_id(trace_id: object) -> str:
     if not isinstance(trace_id, str) or not TRACE_ID.fullmatch(trace_id.strip()):
         raise InvalidQueryError(f"trace id must be 32 hex digits, got {trace_id!r}")
     return trace_id.strip().lower()
-
-
-# the rows of the files a commit added, as each engine counts them: a MERGE's inserted, updated
-# and copied rows alike (delta-rs's num_output_rows, Spark's numOutputRows). Not delta-rs's
-# num_target_rows_inserted, which made the same upsert 0 rows on delta-rs and 300 on Spark.
-ROWS_WRITTEN_METRICS = (
-    "num_added_rows",
-    "numOutputRows",
-    "num_output_rows",
-)
 
 
 def commit_metrics(commit: dict[str, Any]) -> dict[str, Any]:

@@ -253,6 +253,9 @@ def test_history_metadata_statistics(spans) -> None:
     assert history[-1].operation == "CREATE TABLE"
     assert history[0].operation == "WRITE" and history[0].num_records == 4  # the corpus
     assert sum(h.num_records or 0 for h in history) == data.TOTAL_SPANS + 4
+    # the bridge's appends, under the names both engines' commits share
+    assert {"rows_written", "files_added"} <= history[0].normalized_metrics.keys()
+    assert all(h.normalized_metrics.get("rows_written") == h.num_records for h in history)
     assert len(spans.history(3)) == 3
     assert isinstance(history[0].timestamp, datetime)
 

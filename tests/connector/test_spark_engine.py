@@ -206,3 +206,91 @@ def test_spark_insert_reports_its_own_commit(twins, monkeypatch) -> None:
     assert inserted.inserted > 0 and inserted.engine == "spark"
     assert inserted.version == before + 1
     assert sp.version() == inserted.version + APPENDS
+
+
+# figures both engines report for each operation, under the names of `normalized_metrics`
+COMMON_FIGURES = {
+    "WRITE": {"rows_written", "files_added"},
+    "MERGE": {
+        "source_rows",
+        "rows_inserted",
+        "rows_updated",
+        "rows_deleted",
+        "rows_copied",
+        "rows_written",
+        "files_added",
+        "files_removed",
+        "execution_time_ms",
+        "scan_time_ms",
+        "rewrite_time_ms",
+    },
+    "DELETE": {
+        "rows_deleted",
+        "rows_copied",
+        "files_added",
+        "files_removed",
+        "execution_time_ms",
+        "scan_time_ms",
+        "rewrite_time_ms",
+    },
+    "OPTIMIZE": {"files_added", "files_removed", "bytes_added", "bytes_removed"},
+    "RESTORE": {"files_added", "files_removed"},
+}
+
+
+def test_history_metrics_have_one_set_of_names_on_both_engines(
+    bridge_lake: Path, tmp_path: Path, spark
+) -> None:
+    """Commits of both engines on one table: `metrics` as each engine wrote them (Spark's
+    camelCase strings, delta-rs's snake_case numbers), `normalized_metrics` under the same
+    names as ints, agreeing with what each operation returned."""
+    shutil.copytree(bridge_lake, tmp_path / "lake")
+    spans = DeltaLakeConnector(DeltaConfig.for_path(tmp_path / "lake"), spark=spark).table("spans")
+    day = data.DAYS[0]
+    expected: dict[str, dict[int, dict[str, int]]] = {}  # engine -> version -> figures
+    for engine, service in (("delta-rs", "cart"), ("spark", "search")):
+        where = f"service_name = '{service}' AND date = '{day}'"
+        inserted = spans.bulk_insert(data.spans_request(service, day, 7), engine=engine)
+        before = spans.version()
+        optimized = spans.optimize(where=where, engine=engine)
+        restored = spans.restore(version=before, engine=engine)
+        upserted = spans.upsert(spans.query().filter(where).limit(3).to_arrow(), engine=engine)
+        deleted = spans.delete(f"{where} AND name = '{service} op1'", engine=engine)
+        assert upserted.updated == 3 and deleted.deleted > 0 and optimized.files_removed > 1
+        expected[engine] = {
+            inserted.version: {"rows_written": inserted.inserted},
+            upserted.version: {"rows_inserted": 0, "rows_updated": 3},
+            deleted.version: {"rows_deleted": deleted.deleted},
+            optimized.version: {
+                "files_added": optimized.files_added,
+                "files_removed": optimized.files_removed,
+            },
+            restored.version: {
+                "files_added": restored.files_added,
+                "files_removed": restored.files_removed,
+            },
+        }
+    vacuumed = spans.vacuum(retention_hours=0)  # through delta-rs on either engine
+    assert vacuumed.count > 0
+
+    history = {entry.version: entry for entry in spans.history()}
+    for engine, commits in expected.items():
+        for version, figures in commits.items():
+            entry = history[version]
+            common = COMMON_FIGURES[entry.operation]
+            assert common <= entry.normalized_metrics.keys(), (engine, entry)
+            assert figures.items() <= entry.normalized_metrics.items(), (engine, entry)
+    for entry in history.values():
+        assert all(type(v) is int for v in entry.normalized_metrics.values()), entry
+
+    # `metrics` stay as each engine wrote them
+    spark_merge = history[max(v for v in expected["spark"] if history[v].operation == "MERGE")]
+    assert spark_merge.metrics["numTargetRowsUpdated"] == "3"
+    rs_merge = history[max(v for v in expected["delta-rs"] if history[v].operation == "MERGE")]
+    assert rs_merge.metrics["num_target_rows_updated"] == 3
+
+    start, end = (e for e in spans.history(2)[::-1])
+    assert (start.operation, end.operation) == ("VACUUM START", "VACUUM END")
+    assert start.normalized_metrics["files_to_delete"] == vacuumed.count
+    assert end.normalized_metrics["files_deleted"] == vacuumed.count
+    assert start.normalized_metrics["bytes_to_delete"] > 0
