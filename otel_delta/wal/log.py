@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -45,6 +46,8 @@ OWNER_FILE = "lakehouse"  # the table_path the records are for
 APP_ID_PREFIX = "otel-delta-wal-"
 # how long /readyz reports a failed write (a Kubernetes readiness probe's default period is 10 s)
 WRITE_FAILURE_HOLD_SECONDS = 10.0
+# while writes keep failing (a full disk: every client retries), one ERROR per this many seconds
+WRITE_FAILURE_LOG_SECONDS = 60.0
 
 
 @dataclass
@@ -85,6 +88,9 @@ class WriteAheadLog:
         # want of room, and when a write last failed (the disk full, an I/O error)
         self._refused_bytes = 0
         self._write_failed: tuple[float, str] | None = None
+        # failed writes since the last success, and when the last of them was logged
+        self._failed_writes = 0
+        self._failure_logged_at = -math.inf
         self._outstanding: dict[int, int] = {}  # position → commits still to succeed
         self._wake = asyncio.Event()
         self._closing = False
@@ -235,7 +241,6 @@ class WriteAheadLog:
         return await asyncio.shield(future)
 
     async def _sync_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -248,15 +253,18 @@ class WriteAheadLog:
                     for i, w in enumerate(batch)
                 ]
                 try:
-                    await loop.run_in_executor(self._io, self._write, records)
+                    await self._write_or_reclaim(records)
                 except OSError as exc:
-                    log.error("WAL write failed: %s", exc)
-                    self._write_failed = (time.monotonic(), str(exc))
+                    self._log_failure(exc)
                     for waiting in batch:
                         waiting.future.set_exception(WalError(f"write-ahead log: {exc}"))
                         waiting.future.exception()
                     continue
                 self.next_position = first + len(batch)
+                if self._failed_writes:
+                    log.info("WAL writes succeed again (%d failed)", self._failed_writes)
+                    self._failed_writes = 0
+                    self._failure_logged_at = -math.inf
                 self._write_failed = None
                 crash_point("wal-synced")
                 for record, waiting in zip(records, batch, strict=True):
@@ -265,6 +273,49 @@ class WriteAheadLog:
                     waiting.future.set_result(record.position)
             if self._closing and not self._queue:
                 return
+
+    async def _write_or_reclaim(self, records: list[Record]) -> None:
+        """Write a batch; if the disk refuses it while every record is committed, free the
+        disk and write it again. The newest segment is never deleted (it keeps the next
+        position), so on a disk that filled up, committed records in it would hold the space
+        until it reached segment_bytes, which a full disk never lets it: every Export refused
+        for good, though nothing awaits a commit."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._io, self._write, records)
+        except OSError:
+            if not self._reclaim(records[0].position):
+                raise
+            await loop.run_in_executor(self._io, self._write, records)
+
+    def _reclaim(self, first_position: int) -> bool:
+        """After a refused write: if no record awaits a commit, start an empty segment (if
+        the newest holds records) and delete the older ones. True if a segment was deleted."""
+        if self._outstanding:
+            return False
+        if self._segments[-1].size:
+            try:
+                self._rotate(first_position)
+            except OSError:  # not even an empty file fits: the refusal stands
+                return False
+        count = len(self._segments)
+        self._release()
+        return len(self._segments) < count
+
+    def _log_failure(self, exc: OSError) -> None:
+        """One ERROR for the first failed write, then one per WRITE_FAILURE_LOG_SECONDS while
+        they go on: on a full disk every client's retry fails, dozens a second."""
+        now = time.monotonic()
+        self._write_failed = (now, str(exc))
+        self._failed_writes += 1
+        if now - self._failure_logged_at >= WRITE_FAILURE_LOG_SECONDS:
+            log.error(
+                "WAL write failed: %s (%d write(s) failed since the last good one; Exports "
+                "get the retryable answer)",
+                exc,
+                self._failed_writes,
+            )
+            self._failure_logged_at = now
 
     def _write(self, records: list[Record]) -> None:
         """Runs on the WAL's own thread: one write and one fsync for the whole batch."""

@@ -252,3 +252,65 @@ def test_refusing_says_why_while_the_next_request_would_be_refused(tmp_path: Pat
         await wal.close()
 
     asyncio.run(scenario())
+
+
+def test_a_disk_full_of_committed_records_is_freed_for_the_next_write(tmp_path: Path) -> None:
+    """The newest segment is never deleted, so a disk that filled up held the committed records
+    in it for good: every later write failed (each Export answered UNAVAILABLE, the bridge
+    never ready for long) though nothing awaited a commit. A write the disk refuses while every
+    record is committed starts a new segment, deletes the full one and is written there.
+    RLIMIT_FSIZE stands in for the full disk: the kernel refuses the write past it."""
+    old_segment = None
+
+    async def scenario() -> None:
+        nonlocal old_segment
+        wal = new_log(tmp_path)
+        wal.start()
+        positions = [await wal.append(1, b"a" * 100, None, commits=1) for _ in range(3)]
+        wal.committed(positions)
+        old_segment = list_segments(tmp_path)[-1].path
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        try:  # no room for another record in this segment
+            resource.setrlimit(resource.RLIMIT_FSIZE, (old_segment.stat().st_size + 10, hard))
+            assert await wal.append(1, b"b" * 100, None, commits=1) == 4
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, previous)
+        assert wal.refusing() == ""
+        await wal.close()
+
+    asyncio.run(scenario())
+    assert old_segment is not None and not old_segment.exists()
+    assert [(r.position, r.payload) for r in new_log(tmp_path).replay()] == [(4, b"b" * 100)]
+
+
+def test_writes_that_keep_failing_are_one_error_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On a full disk every client's retry fails, dozens a second: one ERROR says so (with the
+    count), not one per write, and one line says when writes succeed again."""
+
+    async def scenario() -> None:
+        wal = new_log(tmp_path)
+        wal.start()
+        await wal.append(1, b"a" * 100, None, commits=1)  # awaits its commit: nothing to free
+        size = list_segments(tmp_path)[-1].path.stat().st_size
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        try:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (size + 10, hard))
+            for _ in range(5):
+                with pytest.raises(WalError):
+                    await wal.append(1, b"b" * 100, None, commits=1)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, previous)
+        await wal.append(1, b"c" * 100, None, commits=1)
+        await wal.close()
+
+    with caplog.at_level("INFO", logger="otel_delta.wal.log"):
+        asyncio.run(scenario())
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "WAL write failed" in errors[0].getMessage()
+    assert any("succeed again (5 failed)" in r.getMessage() for r in caplog.records)
