@@ -592,12 +592,46 @@ def _not_json_variable() -> str | None:
     return None
 
 
+def _unknown_variable() -> str | None:
+    """The line for an `OTEL_DELTA_` variable meant as a setting that names none.
+
+    pydantic-settings reads only the variables of the sections it knows: one whose section is
+    misspelt (`OTEL_DELTA_DELTA_LAKE__TABLE_PATH`) or written with one underscore where two
+    belong (`OTEL_DELTA_BUFFER_MAX_ROWS`) was ignored without a word, and the bridge ran with
+    the file's value, e.g. writing to ./lakehouse instead of the bucket. Other variables under
+    the prefix are left alone: OTEL_DELTA_HASH_KEY and the like name no section, and neither
+    do Kubernetes service links (OTEL_DELTA_SERVICE_HOST: one underscore, no key after it)."""
+    prefix = str(Settings.model_config.get("env_prefix", ""))
+    sections = {
+        name: {f.alias or key for key, f in field.annotation.model_fields.items()}
+        for name, field in Settings.model_fields.items()
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+    }
+    for variable in sorted(os.environ):
+        if not variable.upper().startswith(prefix.upper()):
+            continue
+        rest = variable[len(prefix) :].lower()
+        section, nested, _ = rest.partition("__")
+        if nested:
+            if section not in sections:
+                return f"${variable}: no section {section!r} (sections: {', '.join(sections)})"
+            continue
+        for name, keys in sections.items():
+            key = rest.removeprefix(name + "_")
+            if key != rest and key in keys:
+                right = f"{prefix}{name.upper()}__{key.upper()}"
+                return f"${variable}: not read; the setting {name}.{key} is ${right}"
+    return None
+
+
 def load_settings(path: str | Path | None = None) -> Settings:
     """Settings from `path` (default: ./deltalake.toml if present) plus the environment."""
     explicit = path is not None
     file = Path(path if explicit else DEFAULT_CONFIG_FILE)
     if explicit and not file.is_file():
         raise ConfigError(f"{file}: no such file")
+    if unknown := _unknown_variable():
+        raise ConfigError(unknown)
     file_settings = type(
         "FileSettings",
         (Settings,),

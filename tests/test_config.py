@@ -300,3 +300,45 @@ def test_a_config_error_does_not_echo_a_value_that_may_be_a_secret(
     assert done.returncode == 2
     assert done.stderr.startswith(f"otel-delta: config error: {key} ")
     assert "73105128" not in done.stderr and "1973" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "expected"),
+    [
+        # a misspelt section: the file's table_path (./lakehouse) was used without a word
+        ("OTEL_DELTA_DELTA_LAKE__TABLE_PATH", "no section 'delta_lake'"),
+        ("OTEL_DELTA_BUFFERS__MAX_ROWS", "no section 'buffers'"),
+        # one underscore where two belong
+        ("OTEL_DELTA_BUFFER_MAX_ROWS", "buffer.max_rows is $OTEL_DELTA_BUFFER__MAX_ROWS"),
+        ("otel_delta_wal_dir", "wal.dir is $OTEL_DELTA_WAL__DIR"),
+    ],
+)
+def test_a_variable_that_names_no_setting_is_an_error_not_ignored(
+    tmp_path: Path, monkeypatch, variable: str, expected: str
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text("")
+    monkeypatch.setenv(variable, "/somewhere")
+    with pytest.raises(ConfigError) as err:
+        load_settings(config)
+    message = str(err.value)
+    assert f"${variable}" in message and expected in message and "\n" not in message
+
+
+def test_variables_under_the_prefix_that_are_not_settings_are_left_alone(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The privacy key, the Spark jars, and the variables Kubernetes service links put into a
+    pod for a Service named otel-delta or otel-delta-admin share the prefix."""
+    for variable in (
+        "OTEL_DELTA_HASH_KEY",
+        "OTEL_DELTA_JARS",
+        "OTEL_DELTA_SERVICE_HOST",
+        "OTEL_DELTA_PORT_4317_TCP_ADDR",
+        "OTEL_DELTA_ADMIN_SERVICE_PORT",
+        "OTEL_DELTA_ADMIN_PORT",
+    ):
+        monkeypatch.setenv(variable, "10.0.0.1")
+    config = tmp_path / "c.toml"
+    config.write_text("")
+    assert load_settings(config).buffer.max_rows == 100_000
