@@ -77,6 +77,11 @@ async def serve(settings: Settings) -> None:
     )
     await stop.wait()
     log.info("stopping: committing buffered telemetry")
+    # a second SIGTERM or Ctrl-C asks not to wait for the commits (a store that hangs holds
+    # them until stop_timeout_seconds): leaving is as safe as then. Not SIGHUP: systemd sends
+    # it right after SIGTERM (SendSIGHUP=yes), and a closed terminal after a Ctrl-C
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, leave_now, bridge, "a second signal during the stop")
     exit_unless_stopped(bridge, settings.buffer.stop_timeout_seconds)
     await bridge.stop()
 
@@ -88,23 +93,29 @@ def exit_unless_stopped(bridge: Bridge, seconds: float) -> None:
     write-ahead log, so leaving now is as safe as `kill -9`, and says why."""
 
     def give_up() -> None:
-        left = (
-            f"{bridge.wal.pending_records} logged request(s) stay in the write-ahead log "
-            "for the next start"
-            if bridge.wal is not None
-            else "requests whose rows were not committed were not acknowledged"
+        leave_now(
+            bridge,
+            f"stop did not finish within {seconds:.0f} s (a commit does not return: is the "
+            "object store answering?)",
         )
-        log.error(
-            "stop did not finish within %.0f s (a commit does not return: is the object "
-            "store answering?); %s; exiting",
-            seconds,
-            left,
-        )
-        os._exit(1)
 
     timer = threading.Timer(seconds, give_up)
     timer.daemon = True  # a stop that finishes in time exits without waiting for it
     timer.start()
+
+
+def leave_now(bridge: Bridge, why: str) -> None:
+    """Exit at once with code 1, in one line saying `why` and what is left where: what was
+    acknowledged is in the write-ahead log (or, with ack = commit, was committed)."""
+    left = (
+        f"{bridge.wal.pending_records} logged request(s) stay in the write-ahead log "
+        "for the next start"
+        if bridge.wal is not None
+        else "requests whose rows were not committed were not acknowledged"
+    )
+    log.error("%s; %s; exiting", why, left)
+    logging.shutdown()
+    os._exit(1)
 
 
 def _add_config(parser: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -475,6 +476,46 @@ def test_a_hung_s3_fails_readyz_and_a_stop_leaves_the_rest_to_the_wal(tmp_path: 
         assert "stay in the write-ahead log for the next start" in gave_up[0]
         one_line_records(server.lines)
         assert read(s3, "spans").num_rows == committed  # the rest is in the WAL
+
+        again = ServeProcess(config)
+        try:
+            acked = len(sender.acked)
+            assert wait_for(lambda: read(s3, "spans").num_rows, acked) == acked
+        finally:
+            assert again.stop() == 0, "".join(again.lines)
+        stored = read(s3, "spans").column("span_id").to_pylist()
+    assert sorted(stored) == sorted(sender.acked)  # every acked span, once
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_second_signal_during_a_hung_stop_exits_at_once(tmp_path: Path, signum: int):
+    """An operator whose stop hangs on a store that does not answer sends the signal again (a
+    second Ctrl-C): it was ignored, and the stop waited out `buffer.stop_timeout_seconds`
+    (60 s by default, here an hour). It exits with code 1 and one line, as at the timeout;
+    what was acknowledged is in the WAL and the next start commits it."""
+    with versitygw(tmp_path / "s3") as s3:  # its own server: the session's is not stopped
+        config = write_config(tmp_path, s3)
+        server = ServeProcess(config, env={"OTEL_DELTA_BUFFER__STOP_TIMEOUT_SECONDS": "3600"})
+        sender = Sender(server)
+        try:
+            with s3.hung():
+                sender.send(5)  # acknowledged from the WAL; their commit hangs
+                assert wait_for(
+                    lambda: metric_value(server, "otel_delta_commit_running_seconds") > 0, True
+                )
+                server.proc.send_signal(signum)
+                assert wait_for(lambda: any("stopping:" in line for line in server.lines), True)
+                server.proc.send_signal(signum)
+                code = server.proc.wait(timeout=120)
+                server._drainer.join(10)
+        finally:
+            if server.proc.poll() is None:
+                server.kill9()
+        assert code == 1, "".join(server.lines)
+        left = [line for line in server.lines if "a second signal during the stop" in line]
+        assert len(left) == 1, "".join(server.lines)
+        assert "stay in the write-ahead log for the next start" in left[0]
+        one_line_records(server.lines)
 
         again = ServeProcess(config)
         try:
