@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import math
 import os
@@ -326,6 +327,14 @@ class WriteAheadLog:
             active = self._segments[-1]
         assert self._file is not None
         try:
+            if os.fstat(self._file.fileno()).st_nlink == 0:
+                # wal.dir (or the segment) was deleted under the bridge: a write would still
+                # succeed, into a file no restart can read, and acknowledge what a crash loses
+                raise FileNotFoundError(
+                    errno.ENOENT,
+                    "the segment was deleted (is wal.dir still there?)",
+                    str(active.path),
+                )
             # one gathered write, no buffer in between (a large payload is not copied): after a
             # refused write (disk full) no byte of it is left to reach the file with the next
             _write_fully(self._file.fileno(), [b for r in records for b in (header(r), r.payload)])
@@ -392,7 +401,11 @@ class WriteAheadLog:
                 segment.path.unlink()
             removed = True
         if removed:
-            fsync_directory(self.directory)
+            try:
+                fsync_directory(self.directory)
+            except OSError as exc:  # wal.dir gone or failing: said as a failed write, not
+                # raised into the commit callback that released the records
+                self._log_failure(exc)
 
     def _empty(self) -> None:
         """Every record is committed: one empty segment, named by the next position, remains."""
@@ -441,7 +454,10 @@ class WriteAheadLog:
         if drain is not None:
             await drain
         if self._started and not self._outstanding and self._segments:
-            self._empty()
+            try:
+                self._empty()
+            except OSError as exc:  # every record is committed: nothing is lost, say why
+                log.error("write-ahead log: cannot empty %s at the stop: %s", self.directory, exc)
         self._unlock()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import resource
+import shutil
 import signal
 from pathlib import Path
 
@@ -314,3 +315,27 @@ def test_writes_that_keep_failing_are_one_error_line(
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and "WAL write failed" in errors[0].getMessage()
     assert any("succeed again (5 failed)" in r.getMessage() for r in caplog.records)
+
+
+def test_a_deleted_directory_refuses_writes_and_stops_cleanly(tmp_path: Path) -> None:
+    """wal.dir deleted under a running bridge (a cleanup job, a volume mix-up): writes into
+    the open, unlinked segment succeeded, so Exports were acknowledged from a file no restart
+    can read; the commits that released records then raised into the buffer's callback (a
+    traceback in the log), and the stop ended in a traceback and exit code 1. Now a write is
+    refused (retryable, /readyz says why), releases and the stop carry on, and say so."""
+    directory = tmp_path / "wal"
+
+    async def scenario() -> None:
+        wal = new_log(directory, segment_bytes=200)  # one record per segment
+        wal.start()
+        positions = [await wal.append(1, b"a" * 100, None, commits=1) for _ in range(2)]
+        assert wal.segment_count == 2
+        shutil.rmtree(directory)
+        with pytest.raises(WalError, match="deleted"):  # small: it fits the open segment
+            await wal.append(1, b"b", None, commits=1)
+        assert "is wal.dir still there?" in wal.refusing()
+        wal.committed(positions)  # the first segment is released: no directory to sync
+        assert wal.pending_records == 0
+        await wal.close()
+
+    asyncio.run(scenario())
