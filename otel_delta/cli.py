@@ -19,7 +19,7 @@ from otel_delta.bridge import Bridge
 from otel_delta.commands import add_commands, run_command
 from otel_delta.config import Settings, load_settings
 from otel_delta.errors import Aborted, OtelDeltaError
-from otel_delta.logformat import use_json_logs
+from otel_delta.logformat import logs_held, use_json_logs
 from otel_delta.nopandas import keep_pandas_unloaded
 from otel_delta.status import status_for
 
@@ -179,9 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command not in ("serve", "backfill", "stream"):
             return run_command(args)
-        settings = load_settings(args.config)
+        with logs_held() as held:
+            settings = load_settings(args.config)
         if settings.logging.format == "json":
             use_json_logs()
+        held.write_out()
         if args.command == "backfill":
             run_backfill(settings, args)
         elif args.command == "stream":

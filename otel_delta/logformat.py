@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class JsonFormatter(logging.Formatter):
@@ -28,3 +30,39 @@ def use_json_logs() -> None:
     """Switch every handler of the root logger to JSON lines."""
     for handler in logging.getLogger().handlers:
         handler.setFormatter(JsonFormatter())
+
+
+class HeldLogs(logging.Handler):
+    """The log records of a block whose end decides the format (`logs_held`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def write_out(self) -> None:
+        """Write the held records through the root logger's handlers, as they are now."""
+        root = logging.getLogger()
+        for record in self.records:
+            root.handle(record)
+        self.records.clear()
+
+
+@contextmanager
+def logs_held() -> Iterator[HeldLogs]:
+    """Hold the records logged in the block (the configuration's own warnings, logged while it
+    loads) until `write_out`, so that they come out in the format it chooses: written at once,
+    a JSON log began with text lines a shipper cannot parse. A block that raises writes them
+    at once (the error follows them)."""
+    root = logging.getLogger()
+    held = HeldLogs()
+    handlers, root.handlers = root.handlers, [held]
+    try:
+        yield held
+    except BaseException:
+        root.handlers = handlers
+        held.write_out()
+        raise
+    root.handlers = handlers

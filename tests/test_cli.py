@@ -283,6 +283,25 @@ def test_failed_tls_handshakes_leave_the_json_log_json(tmp_path: Path, monkeypat
     assert all({"time", "level", "logger", "message"} <= set(json.loads(x)) for x in lines)
 
 
+def test_the_configurations_warnings_are_json_in_a_json_log(tmp_path: Path) -> None:
+    """The warnings the configuration gives while it loads (a compatibility key, a short
+    vacuum retention) came before the switch to JSON, as text lines at the top of the log."""
+    import json
+
+    config = bridge_config(
+        tmp_path,
+        '[logging]\nformat = "json"\n[deltalake.table]\nparallelism = 4\nretention_hours = 0\n',
+    )
+    server = ServeProcess(config)
+    assert server.stop() == 0
+    lines = [line for line in server.lines if line.strip()]
+    not_json = [line for line in lines if not line.startswith("{")]
+    assert not not_json, not_json
+    messages = [json.loads(line)["message"] for line in lines]
+    assert any("parallelism is accepted for compatibility" in m for m in messages), messages
+    assert any("retention_hours = 0" in m for m in messages), messages
+
+
 def damage(table: Path) -> None:
     """A table whose first commit is not JSON, as a torn copy or a stray write leaves it."""
     (table / "_delta_log").mkdir(parents=True, exist_ok=True)
