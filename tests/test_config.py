@@ -342,3 +342,50 @@ def test_variables_under_the_prefix_that_are_not_settings_are_left_alone(
     config = tmp_path / "c.toml"
     config.write_text("")
     assert load_settings(config).buffer.max_rows == 100_000
+
+
+def _setting_keys() -> set[str]:
+    """Every dotted key of Settings a user sets, but those kept only for compatibility (not
+    shipped, by design) and the keys inside free-form tables (options, conf)."""
+    from pydantic import BaseModel
+
+    from otel_delta.config import COMPATIBILITY_KEYS, Settings
+
+    def walk(model: type[BaseModel], prefix: str) -> list[str]:
+        keys = []
+        for name, field in model.model_fields.items():
+            key = prefix + (field.alias or name)
+            annotation = field.annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                keys += walk(annotation, key + ".")
+            else:
+                keys.append(key)
+        return keys
+
+    return set(walk(Settings, "")) - {".".join(path) for path in COMPATIBILITY_KEYS}
+
+
+def test_every_setting_is_in_the_shipped_file_and_the_readme() -> None:
+    """An operator reads deltalake.toml and the README's table for what can be set: a key in
+    neither (deltalake.table.change_data_feed, stream.stall_seconds were not in the file) is
+    one they cannot know of, and a documented key that does not exist is refused at start."""
+    import re
+
+    section, in_file = "", set()
+    for line in (ROOT / "deltalake.toml").read_text().splitlines():
+        text = line.lstrip("#").strip()
+        if header := re.fullmatch(r"\[([a-z_.]+)\]", text):
+            section = header.group(1)
+            in_file.add(section)  # a table of options: its header shows it
+        elif key := re.match(r'"?([A-Za-z_.]+)"?\s*=', text):
+            in_file.add(f"{section}.{key.group(1)}" if section else key.group(1))
+    in_readme = set()
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if row := re.match(r"\| (`[a-z_.]+`(?: / `[a-z_.]+`)*) \|", line):
+            names = re.findall(r"`([a-z_.]+)`", row.group(1))
+            base = names[0].rpartition(".")[0]
+            in_readme.update(n if "." in n else f"{base}.{n}" for n in names)
+    keys = _setting_keys()
+    assert not keys - in_file, f"not in deltalake.toml: {sorted(keys - in_file)}"
+    assert not keys - in_readme, f"not in the README's table: {sorted(keys - in_readme)}"
+    assert not in_readme - keys, f"in the README's table, no such key: {sorted(in_readme - keys)}"
