@@ -95,6 +95,7 @@ class Bridge:
             self.wal.on_durable = lambda position, rows: buffer.add(
                 rows.tables, position, rows.held
             )
+            self.wal.on_full = buffer.flush_soon
             await replay(self.wal, decoder, self.buffer, self.engines.lakehouse)
             self.wal.start()
         self.pipeline = ExportPipeline(

@@ -298,6 +298,11 @@ class GroupCommitBuffer:
         self._sealed.append((name, self._pending.pop(name)))
         self._wake.set()
 
+    def flush_soon(self) -> None:
+        """Commit the open groups now, not at the interval: the write-ahead log is full, and
+        only commits free it (WriteAheadLog.on_full). A table in backoff still waits."""
+        self._wake.set()
+
     async def flush(self) -> None:
         """Wake the flusher and wait for the end of its next flush (replay uses it to keep
         memory in bounds)."""

@@ -79,6 +79,10 @@ class WriteAheadLog:
         self.instance_id = ""
         self.next_position = FIRST_POSITION
         self.on_durable: Callable[[int, Any], None] = lambda position, item: None
+        # called when the log refuses a request for want of room (wal.max_bytes, or the disk
+        # full) while records await their commits: those commits are what frees it, and the
+        # buffer would otherwise make them at its interval only (bridge: the buffer's flush)
+        self.on_full: Callable[[], None] = lambda: None
         self.syncs = 0  # fsyncs done (each serves every record of its batch)
         self._segments: list[Segment] = []
         self._file: BinaryIO | None = None
@@ -202,6 +206,7 @@ class WriteAheadLog:
             raise WalError("the write-ahead log is closing")
         if used + incoming > self.max_bytes:
             self._refused_bytes = max(self._refused_bytes, incoming)
+            self.on_full()
             raise WalFullError(
                 f"write-ahead log full ({used} of {self.max_bytes} bytes await their Delta "
                 "commits); retry later",
@@ -257,6 +262,8 @@ class WriteAheadLog:
                     await self._write_or_reclaim(records)
                 except OSError as exc:
                     self._log_failure(exc)
+                    if self._outstanding:  # their commits free the disk (`_reclaim`)
+                        self.on_full()
                     for waiting in batch:
                         waiting.future.set_exception(WalError(f"write-ahead log: {exc}"))
                         waiting.future.exception()
