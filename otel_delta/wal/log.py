@@ -93,9 +93,11 @@ class WriteAheadLog:
         # want of room, and when a write last failed (the disk full, an I/O error)
         self._refused_bytes = 0
         self._write_failed: tuple[float, str] | None = None
-        # failed writes since the last success, and when the last of them was logged
+        # failed writes since the last ERROR line, when that was, and whether a line saying
+        # that writes succeed again is due (_log_failure)
         self._failed_writes = 0
         self._failure_logged_at = -math.inf
+        self._failure_said = False
         self._outstanding: dict[int, int] = {}  # position → commits still to succeed
         self._wake = asyncio.Event()
         self._closing = False
@@ -269,10 +271,9 @@ class WriteAheadLog:
                         waiting.future.exception()
                     continue
                 self.next_position = first + len(batch)
-                if self._failed_writes:
-                    log.info("WAL writes succeed again (%d failed)", self._failed_writes)
-                    self._failed_writes = 0
-                    self._failure_logged_at = -math.inf
+                if self._failure_said:
+                    log.info("WAL writes succeed again")
+                    self._failure_said = False
                 self._write_failed = None
                 crash_point("wal-synced")
                 for record, waiting in zip(records, batch, strict=True):
@@ -311,19 +312,23 @@ class WriteAheadLog:
         return len(self._segments) < count
 
     def _log_failure(self, exc: OSError) -> None:
-        """One ERROR for the first failed write, then one per WRITE_FAILURE_LOG_SECONDS while
-        they go on: on a full disk every client's retry fails, dozens a second."""
+        """At most one ERROR per WRITE_FAILURE_LOG_SECONDS (with the count since the last),
+        and one INFO when writes succeed after it: on a full disk every client's retry fails,
+        dozens a second, and a disk that commits free and refill fails again every few
+        seconds. /readyz and otel_delta_receiver_refused_requests_total tell every time."""
         now = time.monotonic()
         self._write_failed = (now, str(exc))
         self._failed_writes += 1
         if now - self._failure_logged_at >= WRITE_FAILURE_LOG_SECONDS:
             log.error(
-                "WAL write failed: %s (%d write(s) failed since the last good one; Exports "
+                "WAL write failed: %s (%d write(s) failed since the last such line; Exports "
                 "get the retryable answer)",
                 exc,
                 self._failed_writes,
             )
             self._failure_logged_at = now
+            self._failed_writes = 0
+            self._failure_said = True
 
     def _write(self, records: list[Record]) -> None:
         """Runs on the WAL's own thread: one write and one fsync for the whole batch."""
