@@ -160,7 +160,10 @@ class ServeProcess:
         timeout: float = 60,
         open_files_soft_limit: int | None = None,
         env: dict[str, str] | None = None,
+        own_process_group: bool = False,
     ) -> None:
+        """`own_process_group`: the server leads a process group of its own, as a command in
+        a terminal does (a Ctrl-C goes to the group: os.killpg(server.proc.pid, SIGINT))."""
         argv = [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)]
         if open_files_soft_limit is not None:  # as if started under `ulimit -Sn`
             argv = ["sh", "-c", 'ulimit -Sn "$0" && exec "$@"', str(open_files_soft_limit), *argv]
@@ -171,6 +174,7 @@ class ServeProcess:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, **(env or {})},
+            process_group=0 if own_process_group else None,
         )
         self.lines: list[str] = []
         ready = threading.Event()

@@ -11,8 +11,11 @@ conversion; Python stays the reference and converts whatever the native side dec
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import multiprocessing
 import os
+import signal
+import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
@@ -80,6 +83,31 @@ def _warm_up() -> None:
     """Imports happen at pool start, not on the first request."""
 
 
+def _leave_stop_signals_to_the_server(server_pid: int) -> None:
+    """A worker's initializer: SIGINT and SIGTERM are the server's to act on (it shuts the
+    pool down). A Ctrl-C reaches the whole foreground process group, systemd's
+    KillMode=control-group every process of the unit: workers that took it (a
+    KeyboardInterrupt in a conversion) left the pool's shutdown waiting, so the stop ran
+    into buffer.stop_timeout_seconds and exited 1, blaming the object store."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _die_with_the_server(server_pid)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_the_server(server_pid: int) -> None:
+    """Linux: the worker is killed when the server process ends. One that ends without
+    shutting the pool down (os._exit at the stop timeout, kill -9) left its workers running,
+    blocked on the pool's queue for good, and they take no SIGTERM (above)."""
+    if not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != server_pid:  # the server ended before this ran
+        os._exit(0)
+
+
 class Decoder:
     """Decodes in-process (`workers == 0`) or in a process pool."""
 
@@ -93,7 +121,10 @@ class Decoder:
         if workers > 0:
             # spawn, never fork: the server process runs gRPC threads
             self._pool = ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("spawn")
+                workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_leave_stop_signals_to_the_server,
+                initargs=(os.getpid(),),
             )
             for future in [self._pool.submit(_warm_up) for _ in range(workers)]:
                 future.result()

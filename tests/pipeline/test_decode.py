@@ -1,0 +1,84 @@
+"""The convert workers (`receiver.convert_workers`) of a real `serve`, under the signals an
+operator's terminal or service manager sends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+from tests.helpers import ServeProcess, bridge_config, read_table, wait_until
+from tests.test_cli import one_span_request
+
+pytestmark = pytest.mark.e2e
+
+WORKERS = {
+    "OTEL_DELTA_RECEIVER__CONVERT_WORKERS": "2",
+    "OTEL_DELTA_RECEIVER__NATIVE_CONVERT": "off",
+}
+
+
+def group_members(group: int) -> list[int]:
+    """The processes of a process group, from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[2]) == group:  # pgrp, after the state and the parent
+            members.append(int(entry.name))
+    return members
+
+
+def test_ctrl_c_to_the_process_group_is_an_orderly_stop(tmp_path: Path) -> None:
+    """A Ctrl-C in a terminal goes to every process of the foreground group, the workers
+    too: they took it mid-conversion, and the stop then waited out
+    buffer.stop_timeout_seconds, exiting 1 with 'is the object store answering?'."""
+    server = ServeProcess(bridge_config(tmp_path), env=WORKERS, own_process_group=True)
+    acked: list[int] = []
+    stop = threading.Event()
+
+    def send() -> None:
+        stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
+        i = 0
+        while not stop.is_set():
+            i += 1
+            try:
+                stub.Export(one_span_request(i), timeout=30)
+            except grpc.RpcError:
+                return  # the server is stopping
+            acked.append(i)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        wait_until(lambda: len(acked) >= 20, what="requests to be converted by the workers")
+        os.killpg(server.proc.pid, signal.SIGINT)
+        code = server.proc.wait(timeout=120)
+        server._drainer.join(10)
+    finally:
+        stop.set()
+        sender.join(60)
+        if server.proc.poll() is None:
+            server.kill9()
+    assert code == 0, "".join(server.lines)
+    assert not [line for line in server.lines if "stop did not finish" in line]
+    assert read_table(tmp_path / "lake", "spans").num_rows >= len(acked)
+    wait_until(lambda: not group_members(server.proc.pid), what="the workers to end")
+
+
+def test_workers_end_with_a_server_killed_with_9(tmp_path: Path) -> None:
+    """A server that ends without shutting its pool down (kill -9, or os._exit at the stop
+    timeout) left its workers running for good, blocked on the pool's queue."""
+    server = ServeProcess(bridge_config(tmp_path), env=WORKERS, own_process_group=True)
+    assert len(group_members(server.proc.pid)) > 2  # the server, its workers, the tracker
+    server.kill9()
+    wait_until(lambda: not group_members(server.proc.pid), what="the workers to end")
