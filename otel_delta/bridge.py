@@ -8,6 +8,8 @@ import contextlib
 import logging
 from dataclasses import replace
 
+import grpc
+
 from otel_delta.admin import AdminServer, Check, Gauge
 from otel_delta.auth import BearerToken
 from otel_delta.buffer import GroupCommitBuffer
@@ -19,7 +21,7 @@ from otel_delta.maintenance import Maintainer
 from otel_delta.maintenance.settings import maintenance_policy
 from otel_delta.pipeline import Decoder, ExportPipeline, use_native
 from otel_delta.pipeline.dead_letters import DeadLetters
-from otel_delta.pipeline.replay import replay
+from otel_delta.pipeline.replay import ReplayReport, replay
 from otel_delta.remote.service import ConnectorServer
 from otel_delta.transports import GrpcTransport, HttpTransport
 from otel_delta.transports.tls import ServerTls, grpc_credentials
@@ -55,6 +57,7 @@ class Bridge:
         self.http: HttpTransport | None = None
         self.admin: AdminServer | None = None
         self._stopping = False
+        self._replay: ReplayReport | None = None  # while the start replays the log
         self._health_task: asyncio.Task[None] | None = None
         self.maintainer: Maintainer | None = None
         self.connector_server: ConnectorServer | None = None
@@ -75,6 +78,29 @@ class Bridge:
         receiver_token = receiver.auth.resolved_token()
         bearer = BearerToken(receiver_token) if receiver_token else None
         self.engines.lakehouse.check_writable()
+        if self.settings.admin.endpoint:
+            # before the replay, which can take minutes after a crash: a liveness probe gets its
+            # answer meanwhile, /readyz says how far the replay is, /metrics the log
+            self.admin = AdminServer(self.settings.admin, self.checks, self.gauges)
+            await self.admin.start()
+        try:
+            return await self._start_serving(remote_tls, receiver_tls, bearer, token)
+        except BaseException:
+            if self.admin is not None:  # a start that failed leaves no endpoint behind
+                await self.admin.stop()
+                self.admin = None
+            raise
+
+    async def _start_serving(
+        self,
+        remote_tls: grpc.ServerCredentials | None,
+        receiver_tls: ServerTls | None,
+        bearer: BearerToken | None,
+        token: str,
+    ) -> int:
+        """The rest of `start`, from the replay of the write-ahead log to the open ports."""
+        receiver = self.settings.receiver
+        remote = self.settings.connector_service
         decoder = Decoder(receiver.convert_workers, use_native(receiver.native_convert))
         buffer_settings = self.settings.buffer
         self.wal = self._open_wal()
@@ -96,7 +122,9 @@ class Bridge:
                 rows.tables, position, rows.held
             )
             self.wal.on_full = buffer.flush_soon
-            await replay(self.wal, decoder, self.buffer, self.engines.lakehouse)
+            self._replay = ReplayReport()
+            await replay(self.wal, decoder, self.buffer, self.engines.lakehouse, self._replay)
+            self._replay = None
             self.wal.start()
         self.pipeline = ExportPipeline(
             self.buffer,
@@ -111,9 +139,6 @@ class Bridge:
         if receiver.http_endpoint:
             self.http = HttpTransport(receiver, self.pipeline, bearer, tls=receiver_tls)
             await self.http.start()
-        if self.settings.admin.endpoint:
-            self.admin = AdminServer(self.settings.admin, self.checks, self.gauges)
-            await self.admin.start()
         self._health_task = asyncio.get_running_loop().create_task(
             self._follow_readiness(), name="grpc-health"
         )
@@ -153,13 +178,12 @@ class Bridge:
 
     def checks(self) -> list[Check]:
         """What /readyz reports: can this bridge take telemetry and store it?"""
-        checks = [
-            Check(
-                "receiver",
-                not self._stopping and self.grpc is not None,
-                "stopping" if self._stopping else "",
-            )
-        ]
+        detail = ""
+        if self._stopping:
+            detail = "stopping"
+        elif self._replay is not None:
+            detail = f"replaying the write-ahead log ({self._replay.records} records read)"
+        checks = [Check("receiver", not self._stopping and self.grpc is not None, detail)]
         if self.wal is not None:
             refusing = self.wal.refusing()
             checks.append(

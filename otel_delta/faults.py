@@ -24,8 +24,9 @@ POINTS = (
 )
 # `otel-delta stream`: an executor converting a micro-batch's messages (pause only); an
 # optimize holding the table's maintenance lease, before it plans (pause only); the closed
-# days' Z-order fallback (closed_days.py) holding the lease, before delta-rs's rewrite (pause only)
-PAUSE_POINTS = ("stream-converting", "optimize-leased", "z-order-leased")
+# days' Z-order fallback (closed_days.py) holding the lease, before delta-rs's rewrite; a start
+# replaying the write-ahead log, before each record (pause only: off the event loop, `pausing`)
+PAUSE_POINTS = ("stream-converting", "optimize-leased", "z-order-leased", "wal-replaying")
 _CRASH_AT = os.environ.get("OTEL_DELTA_CRASH_AT", "")
 _PAUSE_AT, _, _PAUSE_SECONDS = os.environ.get("OTEL_DELTA_PAUSE_AT", "").partition(":")
 
@@ -33,6 +34,11 @@ _PAUSE_AT, _, _PAUSE_SECONDS = os.environ.get("OTEL_DELTA_PAUSE_AT", "").partiti
 def crash_point(name: str) -> None:
     if name == _CRASH_AT:
         os._exit(CRASH_EXIT_CODE)
+
+
+def pausing(name: str) -> bool:
+    """Whether `pause_point(name)` would pause: code on an event loop runs it on a thread."""
+    return name == _PAUSE_AT
 
 
 def pause_point(name: str) -> None:

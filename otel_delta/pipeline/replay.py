@@ -7,6 +7,7 @@ version; only the rest is buffered again — exactly once, whichever moment the 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from otel_delta.errors import (
     TableUnreadableError,
     first_line,
 )
+from otel_delta.faults import pause_point, pausing
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.pipeline.body import logged_protobuf
 from otel_delta.pipeline.decode import Decoder
@@ -71,14 +73,19 @@ def committed_positions(
 
 
 async def replay(
-    wal: WriteAheadLog, decoder: Decoder, buffer: GroupCommitBuffer, lakehouse: Lakehouse
+    wal: WriteAheadLog,
+    decoder: Decoder,
+    buffer: GroupCommitBuffer,
+    lakehouse: Lakehouse,
+    report: ReplayReport | None = None,
 ) -> ReplayReport:
     """Buffer again what the log holds and the tables do not. With a log without records
     (every record committed at the last stop, or a new log), a table that cannot be read is
     skipped with a warning: one damaged table does not stop a bridge that has nothing to
     replay into it (its commits fail, and are answered so, while the other tables take
-    theirs)."""
-    report = ReplayReport()
+    theirs). `report`: the caller's, counted as the replay goes (the bridge's /readyz says
+    how far it is)."""
+    report = ReplayReport() if report is None else report
     records = wal.replay()
     first = next(records, None)
     done = committed_positions(lakehouse, wal.app_id, skip_unreadable=first is None)
@@ -88,6 +95,8 @@ async def replay(
     if first is None:
         return report
     for record in itertools.chain((first,), records):
+        if pausing("wal-replaying"):
+            await asyncio.to_thread(pause_point, "wal-replaying")
         report.records += 1
         signal = SIGNALS_BY_CODE.get(record.signal_code)
         try:

@@ -1,0 +1,83 @@
+"""A start that replays the write-ahead log after a crash (pipeline/replay.py), seen from its
+admin endpoint: liveness answers and readiness says how far the replay is, so that a
+Kubernetes liveness probe does not kill a bridge that is replaying (it took minutes for a full
+log, and the endpoint answered only afterwards)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+from tests.helpers import ServeProcess, free_port, read_table, wait_until
+from tests.test_cli import one_span_request
+
+pytestmark = pytest.mark.e2e
+
+PAUSE_SECONDS = 3  # before each record the restart replays
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def answers(url: str) -> bool:
+    try:
+        get(url)
+    except OSError:
+        return False
+    return True
+
+
+def test_the_admin_endpoint_answers_while_the_log_is_replayed(tmp_path: Path) -> None:
+    admin = f"127.0.0.1:{free_port()}"
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'[admin]\nendpoint = "{admin}"\n'
+        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = ""\n'
+        "[buffer]\nflush_interval_seconds = 600\n"  # nothing committed before the crash
+        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
+        "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
+        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    server = ServeProcess(config)
+    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
+    for i in (1, 2):
+        stub.Export(one_span_request(i), timeout=10)  # acknowledged: in the log
+    server.kill9()
+
+    started: list[ServeProcess] = []
+    restart = threading.Thread(
+        target=lambda: started.append(
+            ServeProcess(config, env={"OTEL_DELTA_PAUSE_AT": f"wal-replaying:{PAUSE_SECONDS}"})
+        )
+    )
+    restart.start()
+    try:
+        wait_until(lambda: answers(f"http://{admin}/healthz"), 60, "the admin endpoint")
+        assert not started, "the replay was over before the endpoint was asked"
+        assert get(f"http://{admin}/healthz") == (200, "ok\n")
+        status, body = get(f"http://{admin}/readyz")
+        assert status == 503
+        receiver = next(c for c in json.loads(body)["checks"] if c["name"] == "receiver")
+        assert "replaying the write-ahead log" in receiver["detail"]
+        status, metrics = get(f"http://{admin}/metrics")
+        assert status == 200 and "otel_delta_wal_pending_records" in metrics
+    finally:
+        restart.join(60)
+    assert started, "the restart did not come up"
+    restarted = started[0]
+    assert get(f"http://{admin}/readyz")[0] == 200
+    assert restarted.stop() == 0
+    names = read_table(tmp_path / "lake", "spans")["name"].to_pylist()
+    assert sorted(names) == ["s1", "s2"]
