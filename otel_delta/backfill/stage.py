@@ -18,6 +18,10 @@ from otel_delta.backfill.files import BadRecord, Format, UnreadableFile, records
 from otel_delta.tables.schemas import DEAD_LETTERS
 
 MAX_RAW_BYTES = 1 << 20
+CHANGED_WHILE_READ = (
+    "file changed while the backfill read it (still being written?): not loaded; "
+    "run the backfill again once the file is closed"
+)
 
 
 def file_sha256(path: str) -> str:
@@ -80,10 +84,20 @@ class StagedFile:
 
 
 def stage_file(path: str, sha256: str, fmt: Format) -> StagedFile:
-    """Never raises for bad input: what cannot be read becomes a dead letter with its reason."""
+    """Never raises for bad input: what cannot be read becomes a dead letter with its reason.
+
+    `sha256` is the hash the plan read; the ledger records it as what was loaded. A file
+    that changed since (an exporter still writing it) is not loaded: its records would be
+    recorded under the old hash, so a later run of the same, now unchanged file would find
+    its new hash unrecorded and store everything again. It gives one dead letter instead, so
+    it is not recorded (`nothing_decoded`) and a later run loads it whole.
+    """
     staged = StagedFile(path, sha256)
     try:
         data = Path(path).read_bytes()
+        if hashlib.sha256(data).hexdigest() != sha256:
+            staged.bad(-1, None, CHANGED_WHILE_READ, b"")
+            return staged
         items = list(records(data, fmt))
     except (OSError, UnreadableFile) as exc:
         staged.bad(-1, None, f"unreadable file: {exc}", b"")

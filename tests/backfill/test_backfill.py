@@ -12,6 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta.backfill import ledger
+from otel_delta.backfill import plan as plan_module
 from otel_delta.backfill.ledger import DEAD_LETTER_TABLE, LEDGER_TABLE
 from otel_delta.backfill.run import BackfillReport, backfill
 from otel_delta.backfill.stage import file_sha256
@@ -202,3 +203,34 @@ def test_a_gzip_file_cut_short_loads_its_whole_lines(tmp_path: Path) -> None:
     assert table_rows(root, LEDGER_TABLE).column("file").to_pylist() == [str(path)]
     again = backfill(settings(root, "delta-rs"), [str(path)], show_progress=False)
     assert (again.files_new, again.files_skipped) == (0, 1)
+
+
+def test_a_file_that_changes_while_the_backfill_runs_is_loaded_once_by_a_later_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exporter appends to a file after the backfill hashed it and before it reads it: the
+    run must not load it under the hash it no longer has, or a re-run of the same (now
+    unchanged) file would store it again."""
+    path = write_json_lines(tmp_path / "traces.json", [spans_request(10, 1)])
+    more = otlp_json(spans_request(10, 11)) + "\n"
+    planned_hash = plan_module.file_sha256
+
+    def hash_then_grow(name: str) -> str:
+        digest = planned_hash(name)
+        with open(name, "a") as exporter:  # the exporter writes its next line
+            exporter.write(more)
+        return digest
+
+    root = tmp_path / "lake"
+    with monkeypatch.context() as patched:
+        patched.setattr(plan_module, "file_sha256", hash_then_grow)
+        first = backfill(settings(root, "delta-rs"), [str(path)], show_progress=False)
+    assert (first.files_new, first.files_not_loaded, first.dead_letters) == (0, 1, 1)
+    assert first.rows == {}
+    dead = table_rows(root, DEAD_LETTER_TABLE).to_pylist()
+    assert [d["offset"] for d in dead] == [-1] and "changed while" in dead[0]["reason"]
+
+    for _ in range(2):  # the file is closed now: loaded once, then skipped
+        backfill(settings(root, "delta-rs"), [str(path)], show_progress=False)
+    span_ids = table_rows(root, "spans").column("span_id").to_pylist()
+    assert sorted(span_ids) == [i.to_bytes(8, "big").hex() for i in range(1, 21)]
