@@ -5,6 +5,9 @@ For `engine = "delta-rs"`, and the baseline of the backfill benchmark.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pyarrow as pa
 from deltalake import Transaction
 
@@ -14,6 +17,7 @@ from otel_delta.backfill.plan import Loaded, PlannedFile
 from otel_delta.backfill.progress import Progress
 from otel_delta.backfill.stage import stage_file
 from otel_delta.engines import DeltaRsEngine
+from otel_delta.errors import StoreUnavailableError, describe
 
 
 def run_local(
@@ -46,17 +50,30 @@ def run_local(
     for name, tables in parts.items():
         data = pa.concat_tables(tables)
         loaded.rows[name] = data.num_rows
-        if ledger.committed(lakehouse.uri(name), app, storage):
-            loaded.skipped_commits.append(name)
-            continue
-        engine.append(name, data, Transaction(app, ledger.TXN_VERSION))
-    if dead:
-        ledger.append_once(
-            lakehouse.root,
-            ledger.DEAD_LETTER_TABLE,
-            pa.concat_tables(dead),
-            app,
-            storage,
-        )
-    ledger.append_dead_letters_of_unloaded(lakehouse.root, unloaded_dead, storage)
+        with store_errors_named(name, lakehouse.uri(name)):
+            if ledger.committed(lakehouse.uri(name), app, storage):
+                loaded.skipped_commits.append(name)
+                continue
+            engine.append(name, data, Transaction(app, ledger.TXN_VERSION))
+    with store_errors_named(ledger.DEAD_LETTER_TABLE, lakehouse.uri(ledger.DEAD_LETTER_TABLE)):
+        if dead:
+            ledger.append_once(
+                lakehouse.root,
+                ledger.DEAD_LETTER_TABLE,
+                pa.concat_tables(dead),
+                app,
+                storage,
+            )
+        ledger.append_dead_letters_of_unloaded(lakehouse.root, unloaded_dead, storage)
     return loaded
+
+
+@contextmanager
+def store_errors_named(name: str, uri: str) -> Iterator[None]:
+    """delta-rs's OSError of a store that fails mid-load (down, refusing the keys) as one line
+    naming the table: what committed before stays, and the same backfill run again adds only
+    the rest (each commit carries the load's txn id)."""
+    try:
+        yield
+    except OSError as exc:
+        raise StoreUnavailableError(name, uri, describe(exc)) from None

@@ -13,7 +13,7 @@ from otel_delta.backfill.plan import Loaded, plan
 from otel_delta.backfill.progress import Progress
 from otel_delta.config import Settings
 from otel_delta.engines import DeltaRsEngine, EngineName, Engines
-from otel_delta.errors import BackfillError, OtelDeltaError
+from otel_delta.errors import BackfillError, OtelDeltaError, StoreUnavailableError, describe
 from otel_delta.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,11 @@ def backfill(
     operations = settings.deltalake.operations
     engines = Engines(lakehouse, operations.engine, operations.bulk_threshold_rows, session_factory)
     chosen = engines.pick_bulk_load(engine)
-    files, skipped = plan(paths, ledger.loaded_hashes(lakehouse.root, lakehouse.storage))
+    try:
+        loaded_before = ledger.loaded_hashes(lakehouse.root, lakehouse.storage)
+    except OSError as exc:  # delta-rs: the store down, refusing the keys, no such bucket
+        raise lakehouse.unusable(exc) from None
+    files, skipped = plan(paths, loaded_before)
     if not files:
         return BackfillReport(chosen.name, 0, skipped)
     batch = ledger.batch_id([f.sha256 for f in files])
@@ -88,13 +92,17 @@ def backfill(
                 f"backfill on Spark (master {settings.spark.master}) failed: {first}"
             ) from exc
     progress.update(len(files), loaded.total_rows, final=True)
-    ledger.append_once(
-        lakehouse.root,
-        ledger.LEDGER_TABLE,
-        ledger.ledger_rows(loaded.files, batch),
-        ledger.app_id(batch),
-        lakehouse.storage,
-    )
+    try:
+        ledger.append_once(
+            lakehouse.root,
+            ledger.LEDGER_TABLE,
+            ledger.ledger_rows(loaded.files, batch),
+            ledger.app_id(batch),
+            lakehouse.storage,
+        )
+    except OSError as exc:  # the rows are committed: a re-run records the files, adding none
+        uri = lakehouse.uri(ledger.LEDGER_TABLE)
+        raise StoreUnavailableError(ledger.LEDGER_TABLE, uri, describe(exc)) from None
     return BackfillReport.of(chosen.name, loaded, skipped)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,33 @@ def test_backfill_with_the_default_engine_loads_an_s3_lakehouse(tmp_path, s3) ->
     assert spans.to_pyarrow_table().num_rows == 4
     operations = [entry.get("engineInfo", "") for entry in spans.history()]
     assert any("Spark" in info or "Apache-Spark" in info for info in operations), operations
+
+
+@pytest.mark.parametrize("problem", ["missing bucket", "wrong secret key", "server down"])
+def test_backfill_into_an_unusable_s3_lakehouse_is_one_line_naming_it(tmp_path, s3, problem):
+    """As `serve` says it: before, delta-rs's OSError reached the CLI's catch-all, which kept
+    its first line only ("backfill failed: OSError: Kernel error -> Generic S3 error")."""
+    exported = tmp_path / "traces.json"
+    exported.write_bytes(otlp_json(corpus.trace_request()) + b"\n")
+    options = s3.storage_options()
+    table_path = s3.url("lake")
+    if problem == "missing bucket":
+        table_path = "s3://no-such-bucket-here/lake"
+    elif problem == "wrong secret key":
+        options["AWS_SECRET_ACCESS_KEY"] = "not-the-secret"
+    config = config_for(tmp_path, s3, table_path, options)
+    config.write_text(config.read_text() + '[deltalake.operations]\nengine = "delta-rs"\n')
+    argv = [sys.executable, "-m", "otel_delta.cli", "backfill", str(exported), "--config"]
+    with s3.down() if problem == "server down" else nullcontext():
+        done = subprocess.run([*argv, str(config)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("otel-delta: "), done.stderr
+    assert f"deltalake.table_path: cannot use {table_path}: " in lines[0]
+    cause = {
+        "missing bucket": "NoSuchBucket",
+        "wrong secret key": "403 Forbidden",
+        "server down": "Connection refused",
+    }[problem]
+    assert cause in lines[0], lines[0]
+    assert "Traceback" not in done.stderr
