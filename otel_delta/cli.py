@@ -12,8 +12,9 @@ import sys
 import threading
 
 # heap first: it sets pyarrow's allocator before anything loads pyarrow (otel_delta/heap.py);
-# grpcenv before anything imports grpc (otel_delta/grpcenv.py)
-from otel_delta import grpcenv, heap  # noqa: F401 (grpcenv: imported for its effect)
+# grpcenv before anything imports grpc (otel_delta/grpcenv.py), rustenv before deltalake
+# (otel_delta/rustenv.py)
+from otel_delta import grpcenv, heap, rustenv  # noqa: F401 (grpcenv, rustenv: for their effect)
 from otel_delta.backfill.files import FORMATS
 from otel_delta.bridge import Bridge
 from otel_delta.commands import add_commands, run_command

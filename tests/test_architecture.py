@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "otel_delta.nopandas",
         "otel_delta.heap",
         "otel_delta.grpcenv",
+        "otel_delta.rustenv",
         "otel_delta.priority",
         "otel_delta._generated",
     ),

@@ -3,6 +3,7 @@ and `otel-delta backfill` with the default engine (Spark, through S3A) loads an 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from contextlib import nullcontext
@@ -108,3 +109,25 @@ def test_backfill_into_an_unusable_s3_lakehouse_is_one_line_naming_it(tmp_path, 
     }[problem]
     assert cause in lines[0], lines[0]
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", ["serve", "tables"])
+def test_no_credentials_anywhere_is_our_one_line_only(tmp_path, s3, command) -> None:
+    """No storage options, nothing in the environment or a profile (the lake on AWS, its keys
+    forgotten): delta-rs asks the AWS SDK's credential chain, which used to write five WARN
+    lines of its own (`[… WARN  aws_config::imds::region] …`) on stderr before ours
+    (otel_delta/rustenv.py)."""
+    config = config_for(tmp_path, s3, s3.url("lake"), {})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "RUST_LOG"}
+    env["HOME"] = str(tmp_path)  # no ~/.aws profile
+    done = subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", command, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode in (1, 2), done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("otel-delta: "), done.stderr
+    assert s3.url("lake") in lines[0], lines[0]  # the cause varies: IMDS refused, or absent
