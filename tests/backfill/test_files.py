@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from otel_delta.backfill.files import BadRecord, Record, UnreadableFile, records
-from otel_delta.backfill.stage import stage_file
+from otel_delta.backfill.stage import file_sha256, stage_file
 from otel_delta.convert import logs_to_arrow, spans_to_arrow
 from tests import corpus
 from tests.backfill.collector import (
@@ -108,7 +108,7 @@ def test_stage_file_counts_and_dead_letters(tmp_path: Path) -> None:
     path = tmp_path / "mixed.json"
     lines = [otlp_json(corpus.trace_request()), "{broken", otlp_json(corpus.logs_request())]
     path.write_text("\n".join(lines) + "\n")
-    staged = stage_file(str(path), "sha", "auto")
+    staged = stage_file(str(path), file_sha256(str(path)), "auto")
     assert staged.records == 3 and set(staged.tables) == {"spans", "logs"}
     expected = [spans_to_arrow(corpus.trace_request()), logs_to_arrow(corpus.logs_request())]
     assert staged.rejected == sum(c.rejected.count for c in expected)
