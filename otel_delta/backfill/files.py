@@ -6,8 +6,8 @@ The exporter writes one Export*ServiceRequest per record:
 - `compression: zstd`: each message zstd-compressed and length-prefixed (JSON too), or — with
   the exporter's native-compression feature gate — the whole stream as one zstd stream.
 Files compressed afterwards (gzip, zstd; e.g. by log rotation) are recognised by magic bytes.
-A gzip stream cut short (copied while written) gives the records before the cut, as a plain
-file cut short does; what the cut left incomplete is a bad record.
+A gzip or zstd stream cut short (copied while written) gives the records before the cut, as a
+plain file cut short does; what the cut left incomplete is a bad record.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow as pa
+import zstandard
 
 Format = Literal["auto", "otlp-json", "otlp-proto"]
 FORMATS: tuple[str, ...] = ("auto", "otlp-json", "otlp-proto")
@@ -78,15 +79,45 @@ def gunzip(data: bytes) -> tuple[bytes, str | None]:
     return b"".join(chunks), None
 
 
+def unzstd(data: bytes) -> tuple[bytes, str | None]:
+    """A whole-file zstd stream (any number of frames), and why it ends early or None.
+
+    As `gunzip`: a stream cut short (the exporter's whole-stream compression, copied while it
+    wrote, or left so by a crash) gives everything its whole blocks hold, where decompressing
+    the stream at once gives nothing, and no run could ever load the lines before the cut.
+    Nothing at all (a cut inside the first block) is UnreadableFile.
+    """
+    chunks: list[bytes] = []
+    rest = data
+    while rest:
+        frame = zstandard.ZstdDecompressor().decompressobj()
+        try:
+            chunks.append(frame.decompress(rest))
+        except zstandard.ZstdError as exc:
+            why = f"invalid zstd data: {exc}"
+            break
+        if not frame.eof:
+            why = "invalid zstd data: the stream ended before its frame did (cut short)"
+            break
+        rest = frame.unused_data
+    else:
+        return b"".join(chunks), None
+    decoded = b"".join(chunks)
+    if not decoded:
+        raise UnreadableFile(why)
+    return decoded, why
+
+
 def decompress(data: bytes) -> tuple[bytes, str | None]:
     """Undo whole-file gzip or zstd (recognised by magic bytes); other data is returned as-is.
 
-    Also returns why the data ends early (a gzip stream cut short), or None when it is whole.
+    Also returns why the data ends early (a gzip or zstd stream cut short), or None when it is
+    whole.
     """
     if data.startswith(GZIP_MAGIC):
         return gunzip(data)
     if data.startswith(ZSTD_MAGIC):
-        return zstd_decompress(data), None
+        return unzstd(data)
     return data, None
 
 

@@ -234,3 +234,23 @@ def test_a_file_that_changes_while_the_backfill_runs_is_loaded_once_by_a_later_r
         backfill(settings(root, "delta-rs"), [str(path)], show_progress=False)
     span_ids = table_rows(root, "spans").column("span_id").to_pylist()
     assert sorted(span_ids) == [i.to_bytes(8, "big").hex() for i in range(1, 21)]
+
+
+def test_a_zstd_file_cut_short_loads_its_whole_lines(tmp_path: Path) -> None:
+    """The exporter's whole-stream zstd (or a .zst) copied while written, or left so by a crash:
+    what its whole blocks hold loads, as for gzip. Decompressing the stream at once gave
+    nothing ("unreadable file"), so no run could ever load its lines."""
+    lines = [otlp_json(spans_request(2000, 1 + n * 2000)).encode() + b"\n" for n in range(4)]
+    whole = pa.compress(b"".join(lines), "zstd", asbytes=True)
+    path = tmp_path / "traces.json.zst"
+    path.write_bytes(whole[: len(whole) * 3 // 4])
+    root = tmp_path / "lake"
+    report = backfill(settings(root, "delta-rs"), [str(path)], show_progress=False)
+    assert report.files_new == 1 and report.dead_letters == 1
+    assert 1 <= report.records < 4 and report.rows == {"spans": 2000 * report.records}
+    span_ids = table_rows(root, "spans").column("span_id").to_pylist()
+    whole_lines = range(1, 1 + 2000 * report.records)
+    assert sorted(span_ids) == [i.to_bytes(8, "big").hex() for i in whole_lines]
+    dead = table_rows(root, DEAD_LETTER_TABLE).to_pylist()
+    assert len(dead) == 1 and "cut short" in dead[0]["reason"]
+    assert dead[0]["line"] == report.records + 1
