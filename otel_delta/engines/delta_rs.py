@@ -299,6 +299,12 @@ class DeltaRsEngine:
         )
         if own is not None:
             return own
+        if app_transaction is not None and holds_transaction(table, app_transaction):
+            # the writer that took the planned version committed this very transaction (the
+            # same backfill run twice at once): its commit holds these rows. The handle has
+            # read that commit, so delta-rs would see no conflict and store them again.
+            # Our files stay unreferenced, for vacuum.
+            return table.version()
         commit_id = uuid.uuid4().hex
         commit_actions(
             table,

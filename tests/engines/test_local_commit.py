@@ -176,3 +176,25 @@ def test_checkpoints_follow_the_appends_published_here(tmp_path: Path) -> None:
     table = DeltaTable(str(tmp_path / "spans"))
     assert table.to_pyarrow_table().num_rows == 9 * ROWS.num_rows
     assert table.transaction_version("wal") == 9
+
+
+def test_a_version_taken_by_the_same_transaction_is_not_committed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same backfill run twice at once (the same files: the same txn id): the other run
+    commits the rows right before our entry is linked. The link fails, the handle reads that
+    commit, and delta-rs, planning on it, saw no conflict: the rows were stored twice."""
+    writer, other = (DeltaRsEngine(Lakehouse(str(tmp_path))) for _ in range(2))
+    assert writer.append("spans", ROWS) == 1
+    publish = local_commit.publish
+    load = Transaction("otel-delta-backfill-0123", 1)
+
+    def the_other_run_first(log_dir: Path, version: int, body: bytes) -> bool:
+        monkeypatch.setattr(local_commit, "publish", publish)
+        assert other.append("spans", ROWS, load) == version
+        return publish(log_dir, version, body)
+
+    monkeypatch.setattr(local_commit, "publish", the_other_run_first)
+    assert writer.append("spans", ROWS, load) == 2
+    table = DeltaTable(str(tmp_path / "spans"))
+    assert table.version() == 2 and table.to_pyarrow_table().num_rows == 2 * ROWS.num_rows
