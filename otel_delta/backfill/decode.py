@@ -114,7 +114,9 @@ def decode_proto(payload: bytes) -> tuple[Signal, Message]:
     raise UndecodableRecord(f"not an OTLP protobuf Export request ({detail})")
 
 
-def decode_record(payload: bytes) -> tuple[Signal, Message]:
-    if payload.lstrip()[:1] == b"{":
+def decode_record(payload: bytes, json_line: bool = False) -> tuple[Signal, Message]:
+    """`json_line`: a line of an OTLP/JSON file, decoded as JSON whatever it starts with, so a
+    line such as `null` is "not a JSON object", not a protobuf message that does not parse."""
+    if json_line or payload.lstrip()[:1] == b"{":
         return decode_json(payload)
     return decode_proto(payload)

@@ -108,7 +108,7 @@ def stage_file(path: str, sha256: str, fmt: Format) -> StagedFile:
             continue
         staged.records += 1
         try:
-            signal, request = decode_record(item.payload)
+            signal, request = decode_record(item.payload, json_line=item.line is not None)
             converted = signal.convert(request)
         except UndecodableRecord as exc:
             staged.bad(item.offset, item.line, str(exc), item.payload)

@@ -122,3 +122,17 @@ def test_stage_file_counts_and_dead_letters(tmp_path: Path) -> None:
 def test_unreadable_file_is_one_dead_letter(tmp_path: Path) -> None:
     staged = stage_file(str(tmp_path / "gone.json"), "sha", "auto")
     assert staged.records == 0 and "unreadable file" in staged.dead[0]["reason"]
+
+
+def test_a_json_line_that_is_not_an_object_says_so(tmp_path: Path) -> None:
+    """Lines of an OTLP/JSON file are JSON whatever they start with: `null`, `[]` or a string
+    were read as protobuf and dead-lettered as "not an OTLP protobuf Export request"."""
+    path = tmp_path / "traces.json"
+    path.write_text(otlp_json(corpus.trace_request()) + '\nnull\n[]\n"text"\n')
+    staged = stage_file(str(path), file_sha256(str(path)), "auto")
+    assert staged.decoded == 1
+    assert [(d["line"], d["reason"]) for d in staged.dead] == [
+        (2, "not a JSON object"),
+        (3, "not a JSON object"),
+        (4, "not a JSON object"),
+    ]
