@@ -299,7 +299,10 @@ class DeltaRsEngine:
         )
         if own is not None:
             return own
-        if app_transaction is not None and holds_transaction(table, app_transaction):
+        # on an object store the handle has not read the winner, and delta-rs's conflict check
+        # refuses a commit of a transaction it holds: no lookup per commit there
+        local = self._local_filesystem(table_name) is not None
+        if local and app_transaction is not None and holds_transaction(table, app_transaction):
             # the writer that took the planned version committed this very transaction (the
             # same backfill run twice at once): its commit holds these rows. The handle has
             # read that commit, so delta-rs would see no conflict and store them again.
