@@ -476,14 +476,18 @@ def test_a_hung_s3_fails_readyz_and_a_stop_leaves_the_rest_to_the_wal(tmp_path: 
         assert "stay in the write-ahead log for the next start" in gave_up[0]
         one_line_records(server.lines)
         assert read(s3, "spans").num_rows == committed  # the rest is in the WAL
+        restart_commits_every_acked_span_once(config, s3, sender)
 
-        again = ServeProcess(config)
-        try:
-            acked = len(sender.acked)
-            assert wait_for(lambda: read(s3, "spans").num_rows, acked) == acked
-        finally:
-            assert again.stop() == 0, "".join(again.lines)
-        stored = read(s3, "spans").column("span_id").to_pylist()
+
+def restart_commits_every_acked_span_once(config: Path, s3, sender: Sender) -> None:
+    """The next start commits what the WAL kept: every acknowledged span, once."""
+    again = ServeProcess(config)
+    try:
+        acked = len(sender.acked)
+        assert wait_for(lambda: read(s3, "spans").num_rows, acked) == acked
+    finally:
+        assert again.stop() == 0, "".join(again.lines)
+    stored = read(s3, "spans").column("span_id").to_pylist()
     assert sorted(stored) == sorted(sender.acked)  # every acked span, once
 
 
@@ -516,15 +520,7 @@ def test_a_second_signal_during_a_hung_stop_exits_at_once(tmp_path: Path, signum
         assert len(left) == 1, "".join(server.lines)
         assert "stay in the write-ahead log for the next start" in left[0]
         one_line_records(server.lines)
-
-        again = ServeProcess(config)
-        try:
-            acked = len(sender.acked)
-            assert wait_for(lambda: read(s3, "spans").num_rows, acked) == acked
-        finally:
-            assert again.stop() == 0, "".join(again.lines)
-        stored = read(s3, "spans").column("span_id").to_pylist()
-    assert sorted(stored) == sorted(sender.acked)  # every acked span, once
+        restart_commits_every_acked_span_once(config, s3, sender)
 
 
 def cli(config: Path, *argv: str) -> subprocess.CompletedProcess:
