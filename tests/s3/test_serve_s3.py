@@ -470,13 +470,18 @@ def test_a_hung_s3_fails_readyz_and_a_stop_leaves_the_rest_to_the_wal(tmp_path: 
         finally:
             if server.proc.poll() is None:
                 server.kill9()
-        assert code == 1, "".join(server.lines)
-        gave_up = [line for line in server.lines if "stop did not finish within 5 s" in line]
-        assert len(gave_up) == 1, "".join(server.lines)
-        assert "stay in the write-ahead log for the next start" in gave_up[0]
-        one_line_records(server.lines)
+        left_the_rest_to_the_wal(server, code, "stop did not finish within 5 s")
         assert read(s3, "spans").num_rows == committed  # the rest is in the WAL
         restart_commits_every_acked_span_once(config, s3, sender)
+
+
+def left_the_rest_to_the_wal(server: ServeProcess, code: int, why: str) -> None:
+    """The stop gave up: exit code 1, one line saying `why` and that the rest is in the WAL."""
+    assert code == 1, "".join(server.lines)
+    left = [line for line in server.lines if why in line]
+    assert len(left) == 1, "".join(server.lines)
+    assert "stay in the write-ahead log for the next start" in left[0]
+    one_line_records(server.lines)
 
 
 def restart_commits_every_acked_span_once(config: Path, s3, sender: Sender) -> None:
@@ -515,11 +520,7 @@ def test_a_second_signal_during_a_hung_stop_exits_at_once(tmp_path: Path, signum
         finally:
             if server.proc.poll() is None:
                 server.kill9()
-        assert code == 1, "".join(server.lines)
-        left = [line for line in server.lines if "a second signal during the stop" in line]
-        assert len(left) == 1, "".join(server.lines)
-        assert "stay in the write-ahead log for the next start" in left[0]
-        one_line_records(server.lines)
+        left_the_rest_to_the_wal(server, code, "a second signal during the stop")
         restart_commits_every_acked_span_once(config, s3, sender)
 
 
