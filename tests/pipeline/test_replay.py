@@ -73,8 +73,12 @@ def test_the_admin_endpoint_answers_while_the_log_is_replayed(tmp_path: Path) ->
         assert "replaying the write-ahead log" in receiver["detail"]
         status, metrics = get(f"http://{admin}/metrics")
         assert status == 200 and "otel_delta_wal_pending_records" in metrics
-    finally:
+    except BaseException:
         restart.join(60)
+        for server in started:  # a failed check leaves no bridge running
+            server.kill9()
+        raise
+    restart.join(60)
     assert started, "the restart did not come up"
     restarted = started[0]
     assert get(f"http://{admin}/readyz")[0] == 200
