@@ -299,15 +299,6 @@ class DeltaRsEngine:
         )
         if own is not None:
             return own
-        # on an object store the handle has not read the winner, and delta-rs's conflict check
-        # refuses a commit of a transaction it holds: no lookup per commit there
-        local = self._local_filesystem(table_name) is not None
-        if local and app_transaction is not None and holds_transaction(table, app_transaction):
-            # the writer that took the planned version committed this very transaction (the
-            # same backfill run twice at once): its commit holds these rows. The handle has
-            # read that commit, so delta-rs would see no conflict and store them again.
-            # Our files stay unreferenced, for vacuum.
-            return table.version()
         commit_id = uuid.uuid4().hex
         commit_actions(
             table,
@@ -347,7 +338,11 @@ class DeltaRsEngine:
         version after `read_version`, the latest known here; that version, or None when
         delta-rs must commit them: not a local table, a protocol that asks more of a writer,
         or another writer had that version already (the handle then reads what it
-        committed)."""
+        committed). When that writer committed this very transaction (the same backfill run
+        twice at once), its version: its commit holds these rows, and delta-rs, planning from
+        a handle that has read it, would see no conflict and store them again (our files stay
+        unreferenced, for vacuum). On an object store the handle has not read the winner, and
+        delta-rs's conflict check refuses the transaction itself."""
         local = self._local_filesystem(table_name)
         if local is None or table_name in self._no_links:
             return None
@@ -369,6 +364,10 @@ class DeltaRsEngine:
             return None
         if not published:
             self._catch_up(table_name, table)
+            if app_transaction is not None:
+                held, current = self._holds(table_name, table, app_transaction)
+                if held:
+                    return current.version()
             return None
         # committed: from here on nothing may raise an error that would append the rows again
         self._versions[table_name] = version
