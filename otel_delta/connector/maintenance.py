@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from datetime import date
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -103,23 +103,37 @@ def rewrite_due(
 
     A Z-order rewrites every file of each selected partition (both engines, one file too): due
     when there is any. A compaction rewrites only bins of two files or more, of at most
-    `target_size` together: due when some partition has two files whose sizes add up to at
-    most `target_size`. That is exactly when Spark's bin packing (files by size) finds a bin,
-    and a condition of delta-rs's (neighbours in the log's order), which may still find the
-    two too far apart and commit nothing. A file with a deletion vector makes it due (Spark
-    rewrites such a file alone)."""
+    `target_size` together (`fits_a_bin_of_two`): exactly when Spark's bin packing (files by
+    size) finds a bin, and a condition of delta-rs's (neighbours in the log's order), which
+    may still find the two too far apart and commit nothing. A file with a deletion vector
+    makes it due (Spark rewrites such a file alone)."""
     actions = pa.table(delta.get_add_actions(flatten=True))
     vectors = [n for n in actions.column_names if n.lower().startswith("deletion")]
     partitions = [n for n in actions.column_names if n.startswith("partition.")]
     wanted = ["path", "size_bytes", *partitions]
-    smallest: dict[tuple[tuple[str, Any], ...], list[int]] = {}
-    for index, file in enumerate(file_stats(actions.select(wanted))):
-        if predicate is not None and partition_match(predicate.node, file.partition) is False:
-            continue
-        if z_order or any(actions.column(n)[index].is_valid for n in vectors):
-            return True
-        partition = tuple(sorted(file.partition.items(), key=lambda kv: kv[0]))
-        two = sorted([*smallest.get(partition, []), file.size_bytes])[:2]
+    selected = [
+        (index, file)
+        for index, file in enumerate(file_stats(actions.select(wanted)))
+        if predicate is None or partition_match(predicate.node, file.partition) is not False
+    ]
+    if any(
+        z_order or any(actions.column(n)[index].is_valid for n in vectors) for index, _ in selected
+    ):
+        return True
+    return fits_a_bin_of_two(
+        ((tuple(sorted(file.partition.items())), file.size_bytes) for _, file in selected),
+        target_size,
+    )
+
+
+def fits_a_bin_of_two(sizes: Iterable[tuple[Hashable, int]], target_size: int) -> bool:
+    """Whether some partition's two smallest files, of `sizes` as (partition, bytes), add up
+    to at most `target_size`: a compaction rewrites only bins of two files or more, so it has
+    nothing to do otherwise (the connector's optimize and the maintainer's bin-packing ask
+    first, to take no lease for nothing)."""
+    smallest: dict[Hashable, list[int]] = {}
+    for partition, size in sizes:
+        two = sorted([*smallest.get(partition, []), size])[:2]
         smallest[partition] = two
         if len(two) == 2 and sum(two) <= target_size:
             return True

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from otel_delta.config import TableSettings
+from otel_delta.connector.maintenance import fits_a_bin_of_two
 from otel_delta.engines.commit_log import LogFiles
 from otel_delta.engines.lease import LEASES
 from otel_delta.errors import LeaseHeldError, describe
@@ -112,14 +113,14 @@ def binpacking_due(
     so it has nothing to do unless some partition's two smallest such files fit in one bin
     together. Asked first so that a round with nothing to pack takes no lease
     (engines/lease.py); it may still find the fitting files too far apart to pack."""
-    smallest: dict[tuple[tuple[str, str | None], ...], list[int]] = {}
-    for file in compaction.candidates(delta):
-        if file.size <= target_size and include(dict(file.partition)):
-            two = sorted([*smallest.get(file.partition, []), file.size])[:2]
-            smallest[file.partition] = two
-            if len(two) == 2 and sum(two) <= target_size:
-                return True
-    return False
+    return fits_a_bin_of_two(
+        (
+            (file.partition, file.size)
+            for file in compaction.candidates(delta)
+            if file.size <= target_size and include(dict(file.partition))
+        ),
+        target_size,
+    )
 
 
 def maintain_table(
