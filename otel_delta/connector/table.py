@@ -21,7 +21,7 @@ from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
 from otel_delta.connector import audit, erasure, maintenance, redaction
 from otel_delta.connector import upsert as upsert_ops
-from otel_delta.connector.history_metrics import ROWS_WRITTEN_METRICS, normalized
+from otel_delta.connector.history_metrics import normalized
 from otel_delta.connector.operation_metrics import OperationMetrics, OperationStats, measured
 from otel_delta.connector.predicates import (
     Column,
@@ -740,6 +740,7 @@ class Table:
         entries = []
         for commit in self._history(limit):
             metrics = commit_metrics(commit)
+            figures = normalized(metrics)
             entries.append(
                 HistoryEntry(
                     version=int(commit["version"]),
@@ -748,8 +749,8 @@ class Table:
                     parameters=dict(commit.get("operationParameters") or {}),
                     metrics=dict(metrics),
                     user=commit.get("userName") or commit.get("engineInfo"),
-                    num_records=_records_written(metrics),
-                    normalized_metrics=normalized(metrics),
+                    num_records=figures.get("rows_written"),
+                    normalized_metrics=figures,
                 )
             )
         return entries
@@ -1003,13 +1004,3 @@ def recorded_metrics(commit: dict[str, Any]) -> dict[str, int]:
             except (TypeError, ValueError):
                 continue
     return out
-
-
-def _records_written(metrics: dict[str, Any]) -> int | None:
-    for key in ROWS_WRITTEN_METRICS:
-        if key in metrics:
-            try:
-                return int(metrics[key])
-            except (TypeError, ValueError):
-                return None
-    return None
