@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 MAX_CAUSE_CHARS = 600
@@ -151,6 +153,17 @@ class StoreUnavailableError(OtelDeltaError):
         super().__init__(f"table {name!r} at {uri}: the store failed: {cause}")
         self.name = name
         self.uri = uri
+
+
+@contextmanager
+def store_errors_named(name: str, uri: str) -> Iterator[None]:
+    """delta-rs's OSError of a store that fails (down, refusing the keys) as one line naming
+    the table it was working on: StoreUnavailableError, not "Kernel error -> Generic S3
+    error"."""
+    try:
+        yield
+    except OSError as exc:
+        raise StoreUnavailableError(name, uri, describe(exc)) from None
 
 
 class SchemaMismatchError(OtelDeltaError):

@@ -5,9 +5,6 @@ For `engine = "delta-rs"`, and the baseline of the backfill benchmark.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import pyarrow as pa
 from deltalake import Transaction
 
@@ -17,7 +14,7 @@ from otel_delta.backfill.plan import Loaded, PlannedFile
 from otel_delta.backfill.progress import Progress
 from otel_delta.backfill.stage import stage_file
 from otel_delta.engines import DeltaRsEngine
-from otel_delta.errors import StoreUnavailableError, describe
+from otel_delta.errors import store_errors_named
 
 
 def run_local(
@@ -66,14 +63,3 @@ def run_local(
             )
         ledger.append_dead_letters_of_unloaded(lakehouse.root, unloaded_dead, storage)
     return loaded
-
-
-@contextmanager
-def store_errors_named(name: str, uri: str) -> Iterator[None]:
-    """delta-rs's OSError of a store that fails mid-load (down, refusing the keys) as one line
-    naming the table: what committed before stays, and the same backfill run again adds only
-    the rest (each commit carries the load's txn id)."""
-    try:
-        yield
-    except OSError as exc:
-        raise StoreUnavailableError(name, uri, describe(exc)) from None

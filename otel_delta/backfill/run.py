@@ -13,7 +13,7 @@ from otel_delta.backfill.plan import Loaded, plan
 from otel_delta.backfill.progress import Progress
 from otel_delta.config import Settings
 from otel_delta.engines import DeltaRsEngine, EngineName, Engines
-from otel_delta.errors import BackfillError, OtelDeltaError, StoreUnavailableError, describe
+from otel_delta.errors import BackfillError, OtelDeltaError, store_errors_named
 from otel_delta.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,8 @@ def backfill(
                 f"backfill on Spark (master {settings.spark.master}) failed: {first}"
             ) from exc
     progress.update(len(files), loaded.total_rows, final=True)
-    try:
+    # the rows are committed: if the store fails here, a re-run records the files, adding none
+    with store_errors_named(ledger.LEDGER_TABLE, lakehouse.uri(ledger.LEDGER_TABLE)):
         ledger.append_once(
             lakehouse.root,
             ledger.LEDGER_TABLE,
@@ -100,9 +101,6 @@ def backfill(
             ledger.app_id(batch),
             lakehouse.storage,
         )
-    except OSError as exc:  # the rows are committed: a re-run records the files, adding none
-        uri = lakehouse.uri(ledger.LEDGER_TABLE)
-        raise StoreUnavailableError(ledger.LEDGER_TABLE, uri, describe(exc)) from None
     return BackfillReport.of(chosen.name, loaded, skipped)
 
 
