@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import re
 import signal
 import socket
@@ -47,11 +48,23 @@ def bridge_config(directory: Path, sections: str = "") -> Path:
     return config
 
 
+# below Linux's ephemeral range (32768-60999): a port the kernel handed out for `bind(0)` is
+# also what it hands the next outgoing connection, and a Collector's own clients took one
+# between the test picking it and the Collector binding it ("address already in use")
+UNEPHEMERAL_PORTS = range(20000, 32768)
+
+
 def free_port() -> int:
-    """A loopback port free right now (for servers that cannot be told to pick one)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port free right now (for servers that cannot be told to pick one), outside
+    the range the kernel takes ports for outgoing connections from."""
+    while True:
+        port = random.choice(UNEPHEMERAL_PORTS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def wait_until(condition: Callable[[], object], timeout: float = 60.0, what: str = "") -> None:
