@@ -37,6 +37,12 @@ REFUSED_ITEMS = Counter(
     "Items refused by admission (partial_success), by reason",
     ["signal", "reason"],
 )
+REPAIRED_STRINGS = Counter(
+    "otel_delta_receiver_repaired_strings",
+    "Strings that were not UTF-8, stored with U+FFFD in place of their invalid bytes "
+    "(partial_success warns the client)",
+    ["signal"],
+)
 EXPORT_SECONDS = Histogram(
     "otel_delta_receiver_export_duration_seconds",
     "Time from receiving an Export to answering it",

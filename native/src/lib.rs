@@ -23,6 +23,7 @@ mod metrics;
 mod pyrepr;
 mod repeat;
 mod spans;
+mod utf8;
 mod wire;
 
 #[allow(clippy::all, dead_code)]
@@ -163,5 +164,6 @@ fn allocated_bytes(data: &ArrayData) -> usize {
 fn otel_delta_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Converter>()?;
     m.add_class::<ArrowBatch>()?;
+    m.add_class::<utf8::Utf8Repair>()?;
     Ok(())
 }

@@ -78,8 +78,13 @@ pub fn fields(buf: &[u8]) -> Fields<'_> {
 
 impl<'a> Fields<'a> {
     /// How far into the message the reader is.
-    fn position(&self) -> usize {
+    pub fn position(&self) -> usize {
         self.len - self.buf.len()
+    }
+
+    /// Where the field `next_field` returned last begins (its key).
+    pub fn field_start(&self) -> usize {
+        self.field_start
     }
 
     /// Most varints on the wire (keys, lengths, small numbers) are one byte: read it inline.

@@ -16,6 +16,7 @@ from typing import Any
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from otel_delta.convert import utf8
 from otel_delta.errors import InvalidRequestError
 from otel_delta.signals import SIGNALS_BY_NAME, Signal
 from otel_delta.transports.otlp_json import document_to_message
@@ -102,7 +103,7 @@ def decode_proto(payload: bytes) -> tuple[Signal, Message]:
     for name in ("traces", "metrics", "logs"):
         signal = SIGNALS_BY_NAME[name]
         try:
-            parsed.append((signal, signal.request.FromString(payload)))
+            parsed.append((signal, utf8.parse(signal.request, payload)[0]))
         except (DecodeError, RecursionError) as exc:
             errors.append(f"{signal.request.__name__}: {exc}")
     # strict: ids and data look right; lenient: no unknown fields (its bad ids are rejected later)

@@ -95,3 +95,18 @@ def native_converter(signal: str) -> NativeConvert | None:
     if signal not in _converters:
         _converters[signal] = _converter(signal, TABLES_OF_SIGNAL[signal])
     return _converters[signal]
+
+
+_utf8_repairs: dict[int, Callable[[bytes], tuple[bytes, int, list[str]] | None]] = {}
+
+
+def utf8_repair(
+    table: list[dict[int, tuple[str, int | None]]],
+) -> Callable[[bytes], tuple[bytes, int, list[str]] | None] | None:
+    """The native walk of convert/utf8.py led by `table` (its `message_table`), or None if the
+    extension is not built: (repaired bytes, strings repaired, the first one's field names)."""
+    if otel_delta_native is None:
+        return None
+    if id(table) not in _utf8_repairs:  # the tables are built once per request type and kept
+        _utf8_repairs[id(table)] = otel_delta_native.Utf8Repair(table).repair
+    return _utf8_repairs[id(table)]

@@ -17,6 +17,9 @@ class Rejections:
 
     count: int = 0
     messages: list[str] = field(default_factory=list)
+    # strings that were not UTF-8, stored with U+FFFD in place of their invalid bytes
+    # (convert/utf8.py): nothing dropped, but operators count them
+    repaired_strings: int = 0
 
     def add(self, message: str) -> None:
         self.count += 1

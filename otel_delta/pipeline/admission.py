@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -62,8 +63,7 @@ def _drop_out_of_range(table: pa.Table) -> tuple[pa.Table, int]:
 
 
 def _with_rejections(rejected: Rejections, count: int) -> Rejections:
-    updated = Rejections(rejected.count, list(rejected.messages))
-    updated.count += count
+    updated = replace(rejected, count=rejected.count + count, messages=list(rejected.messages))
     updated.note(OUT_OF_RANGE)
     return updated
 

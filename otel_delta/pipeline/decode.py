@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 from google.protobuf.message import DecodeError
 
-from otel_delta.convert import Converted, Rejections
+from otel_delta.convert import Converted, Rejections, utf8
 from otel_delta.convert import native as native_convert
 from otel_delta.errors import (
     ConfigError,
@@ -47,7 +47,26 @@ def use_native(mode: str) -> bool:
 
 
 def decode(signal: Signal, raw: bytes, native: bool = False) -> Converted:
-    """Raw request bytes → Arrow tables; InvalidRequestError if the bytes are not the request."""
+    """Raw request bytes → Arrow tables; InvalidRequestError if the bytes are not the request.
+
+    A request whose only fault is strings that are not UTF-8 is stored with them repaired, and
+    says so in its partial_success (convert/utf8.py)."""
+    try:
+        return _decode(signal, raw, native)
+    except InvalidRequestError as refused:
+        repaired = utf8.repair(signal.request.DESCRIPTOR, raw, native)
+        if repaired is None:
+            raise
+        try:
+            converted = _decode(signal, repaired.data, native)
+        except InvalidRequestError:
+            raise refused from None  # not UTF-8 alone: the answer is the first refusal
+    converted.rejected.note(repaired.warning)
+    converted.rejected.repaired_strings += repaired.strings
+    return converted
+
+
+def _decode(signal: Signal, raw: bytes, native: bool) -> Converted:
     if native and (convert := native_convert.native_converter(signal.name)) is not None:
         converted = convert(raw)
         if converted is not None:  # None: declined, the Python converter answers

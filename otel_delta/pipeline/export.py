@@ -26,7 +26,7 @@ from otel_delta.errors import (
     ShuttingDownError,
     WalError,
 )
-from otel_delta.metrics import ACCEPTED_ITEMS, REFUSED_ITEMS
+from otel_delta.metrics import ACCEPTED_ITEMS, REFUSED_ITEMS, REPAIRED_STRINGS
 from otel_delta.pipeline.body import Body
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.pipeline.outcome import Accepted, Outcome, Rejected, Retryable
@@ -158,6 +158,8 @@ class ExportPipeline:
         ACCEPTED_ITEMS.labels(signal.name).inc(rows)
         if converted.rejected.count:
             REFUSED_ITEMS.labels(signal.name, "invalid_item").inc(converted.rejected.count)
+        if converted.rejected.repaired_strings:
+            REPAIRED_STRINGS.labels(signal.name).inc(converted.rejected.repaired_strings)
         return Accepted(converted.rejected.count, converted.rejected.error_message, rows)
 
     async def _convert(self, signal: Signal, raw: bytes) -> Converted | Rejected:

@@ -27,6 +27,7 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from otel_delta.backfill.stage import MAX_RAW_BYTES
+from otel_delta.convert import utf8
 from otel_delta.engines.data_files import table_filesystem, write_partitioned
 from otel_delta.faults import pause_point
 from otel_delta.lakehouse import table_uri
@@ -121,7 +122,7 @@ def convert_messages(
         value = value or b""
         signal = SIGNALS_BY_NAME[topics[topic]]
         try:
-            request = signal.request.FromString(value)
+            request, _ = utf8.parse(signal.request, value)
         except (DecodeError, RecursionError) as exc:
             reason = f"not an OTLP protobuf {signal.request.__name__}: {exc}"
             dead.append(dead_letter(topic, partition, offset, reason, value))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.logs.v1 import logs_pb2
 
 from otel_delta.backfill.decode import UndecodableRecord, decode_json, decode_proto
 from tests import corpus
@@ -76,3 +79,22 @@ def test_undecodable_json_has_a_reason(payload: bytes, reason: str) -> None:
 def test_garbage_protobuf_is_undecodable() -> None:
     with pytest.raises(UndecodableRecord, match="not an OTLP protobuf"):
         decode_proto(b"\x0a\xff\xff\xff\xff\x0f garbage")
+
+
+def test_protobuf_with_strings_that_are_not_utf8_is_loaded_repaired() -> None:
+    """As the receiver stores such a request (convert/utf8.py), not a dead letter."""
+    request = ExportLogsServiceRequest(
+        resource_logs=[
+            logs_pb2.ResourceLogs(
+                scope_logs=[
+                    logs_pb2.ScopeLogs(
+                        log_records=[logs_pb2.LogRecord(body=AnyValue(string_value="\x01\x02"))]
+                    )
+                ]
+            )
+        ]
+    )
+    payload = request.SerializeToString().replace(b"\x01\x02", b"\xe9t")
+    signal, parsed = decode_proto(payload)
+    assert signal.name == "logs"
+    assert parsed.resource_logs[0].scope_logs[0].log_records[0].body.string_value == "\ufffdt"

@@ -12,9 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import grpc
 import pyarrow as pa
 import pytest
 import requests
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1 import logs_pb2
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from tests.helpers import (
     LOOPBACK,
@@ -279,3 +284,86 @@ def test_every_compression_the_collectors_exporters_send(tmp_path: Path) -> None
         ids = by_service.get(f"tg-{name(*pipeline)}", [])
         assert len(ids) == len(set(ids)) == 2 * COMPRESSED_TRACES, pipeline
     assert len(by_service) == len(pipelines)
+
+
+LOGS_EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+PLACEHOLDER = "\x01\x02\x03\x04"  # 4 bytes, swapped below for 4 bytes that are not UTF-8
+
+
+def latin1_logs(service: str) -> bytes:
+    """Three log records of `service`, the second's body and attribute in Latin-1 ("café"
+    as b"caf\\xe9"): what a Collector's filelog receiver reading a Latin-1 file passes on."""
+    records = [
+        logs_pb2.LogRecord(body=AnyValue(string_value="first")),
+        logs_pb2.LogRecord(
+            body=AnyValue(string_value=PLACEHOLDER),
+            attributes=[KeyValue(key="file", value=AnyValue(string_value=PLACEHOLDER))],
+        ),
+        logs_pb2.LogRecord(body=AnyValue(string_value="third")),
+    ]
+    resource = Resource(
+        attributes=[KeyValue(key="service.name", value=AnyValue(string_value=service))]
+    )
+    request = ExportLogsServiceRequest(
+        resource_logs=[
+            logs_pb2.ResourceLogs(
+                resource=resource, scope_logs=[logs_pb2.ScopeLogs(log_records=records)]
+            )
+        ]
+    )
+    return request.SerializeToString().replace(PLACEHOLDER.encode(), b"caf\xe9")
+
+
+def test_latin1_logs_through_the_collector_are_stored_repaired(tmp_path: Path) -> None:
+    """The Collector does not check that strings are UTF-8 and passes them on over either
+    transport. Each record is stored, the Latin-1 bytes replaced by U+FFFD (before 2026-11-29
+    the bridge refused the whole request as INVALID_ARGUMENT / 400, and the Collector dropped
+    every record of the batch)."""
+    lake = tmp_path / "lake"
+    bridge = ServeProcess(config_behind_collector(tmp_path))
+    transports = ("grpc", "http")
+    ports = {transport: free_port() for transport in transports}
+    health = free_port()
+    try:
+        config = tmp_path / "otelcol.yaml"
+        config.write_text(
+            f"extensions:\n  health_check: {{endpoint: 127.0.0.1:{health}}}\n"
+            "receivers:\n"
+            + "".join(
+                f"  otlp/{t}:\n    protocols:\n      grpc: {{endpoint: 127.0.0.1:{ports[t]}}}\n"
+                for t in transports
+            )
+            + "exporters:\n"
+            f"  otlp_grpc/bridge:\n    endpoint: 127.0.0.1:{bridge.port}\n"
+            "    tls: {insecure: true}\n"
+            f"  otlp_http/bridge:\n    endpoint: http://127.0.0.1:{bridge.http_port}\n"
+            "service:\n  extensions: [health_check]\n"
+            "  telemetry: {metrics: {level: none}, logs: {level: warn}}\n"
+            "  pipelines:\n"
+            "    logs/grpc: {receivers: [otlp/grpc], exporters: [otlp_grpc/bridge]}\n"
+            "    logs/http: {receivers: [otlp/http], exporters: [otlp_http/bridge]}\n"
+        )
+        with running_collector(otelcol_binary(), config, health):
+            for transport in transports:
+                with grpc.insecure_channel(f"127.0.0.1:{ports[transport]}") as channel:
+                    export = channel.unary_unary(LOGS_EXPORT)  # the bytes as they are
+                    export(latin1_logs(f"latin1-{transport}"), timeout=30)
+            wait_until(lambda: rows(lake, "logs") >= 6, 60, "both transports' 3 records")
+    finally:
+        assert bridge.stop() == 0, "".join(bridge.lines[-20:])
+
+    logs = read_table(lake, "logs")
+    for transport in transports:
+        mine = [
+            (body, dict(attributes))
+            for service, body, attributes in zip(
+                logs.column("service_name").to_pylist(),
+                logs.column("body").to_pylist(),
+                logs.column("attributes").to_pylist(),
+                strict=True,
+            )
+            if service == f"latin1-{transport}"
+        ]
+        assert sorted(mine, key=repr) == sorted(
+            [("first", {}), ("caf\ufffd", {"file": "caf\ufffd"}), ("third", {})], key=repr
+        ), transport

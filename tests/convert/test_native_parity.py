@@ -664,15 +664,16 @@ def test_a_span_read_in_place_answers_as_python_does(native, case, extra, native
     assert (native(raw) is not None) == natively, case
 
 
-def test_a_rejected_span_with_bad_bytes_in_its_events_is_refused_as_python_refuses_it(
-    native,
-) -> None:
-    """A span with an invalid id makes no row, but its events still have to decode: bad UTF-8
-    in one refuses the request in Python, and natively too (never a half-read request)."""
+def test_a_rejected_span_with_bad_bytes_in_its_events_answers_as_python_does(native) -> None:
+    """A span with an invalid id makes no row, but its events still have to decode: the native
+    reader declines bad UTF-8 in one (never a half-read request), and both paths answer the
+    repaired request alike: the span rejected, the repair reported (convert/utf8.py)."""
     bad_event = field(11, 2, field(2, 2, b"\xff"))
     raw = wrap(SPAN + field(2, 2, b"short") + bad_event)
     expected, actual = answer(raw)
-    assert isinstance(expected, str) and actual == expected
+    assert expected.rejected.count == 1
+    assert "1 string(s) were not valid UTF-8" in expected.rejected.error_message
+    assert_identical(expected, actual)
     assert native(raw) is None
 
 
@@ -782,15 +783,18 @@ def test_a_metric_read_in_place_answers_as_python_does(native, case, raw_metric,
     assert (native(raw, ExportMetricsServiceRequest) is not None) == natively, case
 
 
-def test_a_rejected_point_with_bad_bytes_in_its_attributes_is_refused_as_python_refuses_it(
-    native,
-) -> None:
+def test_a_rejected_point_with_bad_bytes_in_its_attributes_answers_as_python_does(native) -> None:
     """A point with an invalid exemplar id makes no row, but its attributes still have to
-    decode: bad UTF-8 in a key refuses the request in Python, and natively too."""
+    decode: the native reader declines bad UTF-8 in a key, and both paths answer the repaired
+    request alike."""
     bad_exemplar = field(5, 2, field(5, 2, b"short"))
     raw = wrap(metric(GAUGE, NUMBER_POINT + bad_exemplar + field(7, 2, field(1, 2, b"\xff"))))
     expected, actual = answer(raw, "metrics")
-    assert isinstance(expected, str) and actual == expected
+    assert expected.rejected.count == 1
+    assert "resource_metrics.scope_metrics.metrics.gauge.data_points.attributes.key" in (
+        expected.rejected.error_message
+    )
+    assert_identical(expected, actual)
     assert native(raw, ExportMetricsServiceRequest) is None
     # the same point with good attributes is rejected on its own, the request converted
     raw = wrap(metric(GAUGE, NUMBER_POINT + bad_exemplar))

@@ -7,7 +7,10 @@ import time
 import grpc
 import pytest
 from google.rpc.error_details_pb2 import RetryInfo
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
@@ -146,6 +149,46 @@ def test_invalid_log_records_and_data_points_are_counted(bridge, lakehouse) -> N
     assert "'no data' has no data points" in response.partial_success.error_message
     assert "'no points' has no data points" in response.partial_success.error_message
     assert read_table(lakehouse, "metrics_gauge")["value_int"].to_pylist() == [1]
+
+
+LOGS_EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+PLACEHOLDER = "\x01\x02\x03\x04"  # 4 bytes, swapped below for 4 bytes that are not UTF-8
+
+
+def latin1_log_request() -> bytes:
+    """Three log records, the second with a body and an attribute in Latin-1 ("café" as
+    b"caf\\xe9", as a Collector's filelog receiver passes a Latin-1 file on)."""
+    records = [
+        logs_pb2.LogRecord(body=AnyValue(string_value="first")),
+        logs_pb2.LogRecord(
+            body=AnyValue(string_value=PLACEHOLDER),
+            attributes=[KeyValue(key="file", value=AnyValue(string_value=PLACEHOLDER))],
+        ),
+        logs_pb2.LogRecord(body=AnyValue(string_value="third")),
+    ]
+    request = ExportLogsServiceRequest(
+        resource_logs=[logs_pb2.ResourceLogs(scope_logs=[logs_pb2.ScopeLogs(log_records=records)])]
+    )
+    return request.SerializeToString().replace(PLACEHOLDER.encode(), b"caf\xe9")
+
+
+def test_strings_that_are_not_utf8_are_stored_repaired_with_a_warning(bridge, lakehouse) -> None:
+    """Before 2026-11-29 the whole request was INVALID_ARGUMENT: every record lost for one."""
+
+    def repaired() -> float:
+        sample = "otel_delta_receiver_repaired_strings_total"
+        return REGISTRY.get_sample_value(sample, {"signal": "logs"}) or 0.0
+
+    before = repaired()
+    export = bridge.channel().unary_unary(LOGS_EXPORT)  # bytes as they are
+    response = ExportLogsServiceResponse.FromString(export(latin1_log_request(), timeout=30))
+    assert repaired() == before + 2
+    assert response.partial_success.rejected_log_records == 0
+    assert "2 string(s) were not valid UTF-8" in response.partial_success.error_message
+    assert "resource_logs.scope_logs.log_records.body" in response.partial_success.error_message
+    logs = read_table(lakehouse, "logs")
+    assert logs.column("body").to_pylist() == ["first", "caf\ufffd", "third"]
+    assert dict(logs.column("attributes").to_pylist()[1]) == {"file": "caf\ufffd"}
 
 
 def test_empty_requests_succeed_and_create_nothing(bridge, lakehouse) -> None:
