@@ -47,12 +47,14 @@ pub fn float_repr(out: &mut String, x: f64) {
     }
 }
 
-/// A float as `json.dumps` writes it (allow_nan: NaN, Infinity, -Infinity).
+/// A float as `json.dumps` writes it, but NaN and the infinities as the strings OTLP/JSON
+/// writes for them (`"NaN"`, `"Infinity"`, `"-Infinity"`), since strict JSON has no such numbers
+/// (`anyvalue.to_plain`).
 pub fn json_float(out: &mut String, x: f64) {
     if x.is_nan() {
-        out.push_str("NaN");
+        out.push_str("\"NaN\"");
     } else if x.is_infinite() {
-        out.push_str(if x < 0.0 { "-Infinity" } else { "Infinity" });
+        out.push_str(if x < 0.0 { "\"-Infinity\"" } else { "\"Infinity\"" });
     } else {
         float_repr(out, x);
     }

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any
 
 from google.protobuf import json_format
@@ -45,7 +46,8 @@ def encode(value: AnyValue) -> tuple[str | None, str | None]:
     if kind == "string_value_strindex":
         return str(value.string_value_strindex), STRING_INDEX
     typed = json.dumps(json_format.MessageToDict(value), separators=(",", ":"))
-    return json.dumps(to_plain(value), separators=(",", ":"), ensure_ascii=False), typed
+    plain = json.dumps(to_plain(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return plain, typed
 
 
 def decode(text: str | None, type_: str | None) -> AnyValue:
@@ -78,6 +80,10 @@ def to_plain(value: AnyValue) -> Any:
         return base64.b64encode(value.bytes_value).decode("ascii")
     if kind is None:
         return None
+    if kind == "double_value" and not math.isfinite(number := value.double_value):
+        # strict JSON has no NaN or infinities (readers such as serde_json, behind Polars'
+        # json_decode, refuse the bare words): the strings OTLP/JSON writes for them
+        return "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
     return getattr(value, kind)
 
 

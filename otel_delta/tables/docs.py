@@ -105,7 +105,8 @@ metadata) is two `MAP<STRING, STRING>` columns:
 | int | decimal, e.g. `-42` | `int` |
 | double | shortest exact repr, e.g. `0.30000000000000004`, `inf`, `nan` | `double` |
 | bytes | base64 | `bytes` |
-| array / kvlist | plain JSON, e.g. `["a",1]` | the value in OTLP/JSON (exact types) |
+| array / kvlist | strict JSON, e.g. `["a",1,"NaN"]` (a NaN or infinite double as OTLP/JSON \
+writes it; bare `NaN` in rows written before 2026-11-29) | the value in OTLP/JSON (exact types) |
 | empty value | NULL | `empty` |
 
 So `CAST(attributes['http.status_code'] AS INT)` works in SQL, and `otel_delta.convert.to_otlp`

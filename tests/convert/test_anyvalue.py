@@ -46,6 +46,22 @@ def test_nan_survives() -> None:
     assert math.isnan(decode(text, type_).double_value)
 
 
+def test_non_finite_doubles_in_arrays_are_strict_json_strings() -> None:
+    """As OTLP/JSON writes them: strict JSON readers (serde_json, behind Polars' json_decode)
+    refuse a bare NaN, which the text held before 2026-11-29; the type keeps the double."""
+    values = [float("nan"), float("inf"), float("-inf"), 1.5]
+    value = AnyValue(array_value=ArrayValue(values=[AnyValue(double_value=v) for v in values]))
+    text, type_ = encode(value)
+    assert json.loads(text, parse_constant=lambda word: pytest.fail(f"bare {word}")) == [
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        1.5,
+    ]
+    back = [v.double_value for v in decode(text, type_).array_value.values]
+    assert math.isnan(back[0]) and back[1:] == values[1:]
+
+
 def random_value(rng: random.Random, depth: int = 0) -> AnyValue:
     kind = rng.choice(["s", "i", "d", "b", "y", "e"] + (["a", "k"] if depth < 3 else []))
     if kind == "s":
