@@ -102,6 +102,7 @@ class ConnectorServicer:
                     operation=e.operation,
                     parameters_json=json.dumps(e.parameters, default=str),
                     metrics_json=json.dumps(e.metrics, default=str),
+                    normalized_metrics=e.normalized_metrics,
                 )
                 for e in entries
             ]
