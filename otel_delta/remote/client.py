@@ -1,13 +1,18 @@
-"""A small client of the ConnectorService: stubs with the bearer token, Query as an Arrow table."""
+"""A small client of the ConnectorService: stubs with the bearer token, Query as an Arrow table,
+History as the connector's HistoryEntry list."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pyarrow as pa
 
+from otel_delta.connector.history_metrics import normalized
+from otel_delta.connector.results import HistoryEntry
 from otel_delta.remote.protocol import generated, read_ipc
 
 
@@ -39,6 +44,33 @@ class ConnectorClient:
 
     def call(self, rpc: str, request: Any, timeout: float = 60) -> Any:
         return getattr(self.stub, rpc)(request, metadata=self.metadata, timeout=timeout)
+
+    def history(
+        self, table: str, limit: int | None = None, timeout: float = 60
+    ) -> list[HistoryEntry]:
+        """The table's commits, newest first, as the connector's `history(limit)` gives them;
+        `user` is not sent (None). A server older than `normalized_metrics` in the proto sends
+        none: they are computed here from `metrics`, as the server would have."""
+        answer = self.call(
+            "History", self.pb.HistoryRequest(table=table, limit=limit or 0), timeout
+        )
+        entries = []
+        for e in answer.entries:
+            metrics = json.loads(e.metrics_json) if e.metrics_json else {}
+            figures = dict(e.normalized_metrics) or normalized(metrics)
+            entries.append(
+                HistoryEntry(
+                    version=e.version,
+                    timestamp=datetime.fromtimestamp(e.timestamp_ms / 1000, UTC),
+                    operation=e.operation,
+                    parameters=json.loads(e.parameters_json) if e.parameters_json else {},
+                    metrics=metrics,
+                    user=None,
+                    num_records=figures.get("rows_written"),
+                    normalized_metrics=figures,
+                )
+            )
+        return entries
 
     def query(self, table: str, timeout: float = 300, **fields: Any) -> pa.Table:
         chunks = self.stub.Query(

@@ -135,6 +135,35 @@ def test_operations_and_error_mapping(served) -> None:
     assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def test_history_carries_the_normalized_metrics(served) -> None:
+    """A remote `history()` gives each commit's figures under the same snake_case names, as
+    ints, as the local connector's on the same table: `History` sent `metrics_json` only, so a
+    remote client had no `normalized_metrics`."""
+    from otel_delta.connector import DeltaConfig, DeltaLakeConnector
+
+    lake, endpoint = served
+    client = ConnectorClient(endpoint, TOKEN)
+    pb = client.pb
+    client.call("Delete", pb.DeleteRequest(table="spans", where="service_name = 'db'"))
+    client.call("Optimize", pb.OptimizeRequest(table="spans"))
+    local = DeltaLakeConnector(DeltaConfig.for_path(lake)).table("spans").history()
+    remote = client.history("spans")
+
+    def figures(entries) -> list[tuple]:
+        return [(e.version, e.operation, e.normalized_metrics, e.num_records) for e in entries]
+
+    assert figures(remote) == figures(local)
+    # as sent, not computed by the client from metrics_json
+    sent = client.call("History", pb.HistoryRequest(table="spans")).entries
+    assert [dict(e.normalized_metrics) for e in sent] == [e.normalized_metrics for e in local]
+    by_operation = {e.operation: e.normalized_metrics for e in remote}
+    assert by_operation["DELETE"]["rows_deleted"] == 1
+    assert by_operation["OPTIMIZE"]["files_removed"] > 0 < by_operation["OPTIMIZE"]["bytes_added"]
+    assert {e.version: e for e in remote}[1].num_records == 3  # the first append: known_trace
+    assert [e.version for e in client.history("spans", limit=2)] == [e.version for e in local[:2]]
+    client.close()
+
+
 def test_enabled_without_token_is_a_config_error(tmp_path: Path) -> None:
     settings = Settings(
         receiver={"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
