@@ -95,7 +95,8 @@ class StreamStatus:
     active: bool = False
     failure: str = ""
     _last_idle: bool = False  # the last report taken in was of an idle trigger
-    _last_stamp: object = None  # the last report's timestamp
+    # the newest report's timestamp: Spark's ISO-8601 UTC text, which sorts as time does
+    _last_stamp: str | None = None
     _last_report: float | None = None  # when it was taken in (clock), None: none yet
     _stall_logged: bool = False  # the stall has its log line (`log_stall`)
     _started: float = field(default=0.0, repr=False)
@@ -126,8 +127,11 @@ class StreamStatus:
         if not progress:
             return False
         stamp = progress.get("timestamp")
-        if stamp is not None and stamp != self._last_stamp:  # an idle trigger's report, too
-            self._last_stamp, self._last_report = stamp, self.clock()
+        # only a newer report is progress (an idle trigger's, too): the driver loop passes
+        # every report Spark keeps, oldest first, each time it looks, so "another stamp than
+        # the last" was true of the older ones on every look and no stall was ever seen
+        if stamp is not None and (self._last_stamp is None or str(stamp) > self._last_stamp):
+            self._last_stamp, self._last_report = str(stamp), self.clock()
         batch = int(progress.get("batchId", -1))
         idle = not int(progress.get("numInputRows") or 0)
         # A report of an idle trigger carries the id of the next batch, which has not run yet;

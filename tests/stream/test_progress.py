@@ -161,3 +161,22 @@ def test_a_stall_is_logged_once_and_its_end_once(caplog) -> None:
         status.log_stall()
     back = [r.getMessage() for r in caplog.records if "again" in r.getMessage()]
     assert back == ["progress reported again after a stall"]
+
+
+def test_reports_polled_again_are_not_progress() -> None:
+    """The driver loop passes every report Spark keeps (`recentProgress`, oldest first) to
+    `observe` each second. With the broker gone for minutes, /readyz stayed 200 and no stall
+    was logged: each look took the older reports' timestamps for new ones."""
+    now = [1000.0]
+    status = StreamStatus(TOPICS, stall_seconds=60, clock=lambda: now[0])
+    status.active = True
+    kept = [
+        {**report(0, {"spans": {"0": 5}}, {"spans": {"0": 9}}), "timestamp": t}
+        for t in ("2026-11-29T04:47:30.807Z", "2026-11-29T04:47:32.367Z")
+    ]
+    for _ in range(3):  # three looks, 30 s apart, at the same reports
+        for progress in kept:
+            status.observe(progress)
+        now[0] += 30
+    [check] = status.checks()
+    assert not check.ok and "no progress reported for 90 s" in check.detail
