@@ -1,18 +1,19 @@
 """The Kafka messages of one micro-batch → Parquet files of the tables, in the executors.
 
 Each message is what the Collector's `kafka` exporter writes with `encoding: otlp_proto`: one
-serialized Export*ServiceRequest, its signal known from its topic. It is converted with the
-receiver's own converters (`Signal.convert`), so streamed rows equal ingested rows. The task
-writes the rows itself, one file per table and partition (otel_delta.engines.data_files: the
-table's layout, statistics as delta-rs records them), and returns only the files'
-descriptions: the rows never pass through the JVM, and the driver commits each table's files
-in one delta-rs commit. Files of a batch that is never committed (a crash before the commit)
-are referenced by no log entry; vacuum removes them once a week old (engines/vacuum.py).
+serialized Export*ServiceRequest, its signal known from its topic (or, with `encoding:
+otlp_json`, the same request as OTLP/JSON, decoded as the backfill decodes it). It is converted
+with the receiver's own converters (`Signal.convert`), so streamed rows equal ingested rows. The
+task writes the rows itself, one file per table and partition (otel_delta.engines.data_files:
+the table's layout, statistics as delta-rs records them), and returns only the files'
+descriptions: the rows never pass through the JVM, and the driver commits each table's files in
+one delta-rs commit. Files of a batch that is never committed (a crash before the commit) are
+referenced by no log entry; vacuum removes them once a week old (engines/vacuum.py).
 
-A message that does not parse (or whose conversion fails) becomes a `_dead_letters` row:
-`file` = "kafka://<topic>/<partition>", `offset` = its Kafka offset, `line` = NULL, `reason` =
-"topic <t> partition <p> offset <o>: <why>", `file_sha256` = SHA-256 of the message value,
-`raw` = the value (first 1 MiB).
+A message that does not parse (or is another signal's, or whose conversion fails) becomes a
+`_dead_letters` row: `file` = "kafka://<topic>/<partition>", `offset` = its Kafka offset,
+`line` = NULL, `reason` = "topic <t> partition <p> offset <o>: <why>", `file_sha256` = SHA-256
+of the message value, `raw` = the value (first 1 MiB).
 """
 
 from __future__ import annotations
@@ -24,14 +25,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pyarrow as pa
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
+from otel_delta.backfill.decode import UndecodableRecord, decode_json
 from otel_delta.backfill.stage import MAX_RAW_BYTES
 from otel_delta.convert import utf8
 from otel_delta.engines.data_files import table_filesystem, write_partitioned
 from otel_delta.faults import pause_point
 from otel_delta.lakehouse import table_uri
-from otel_delta.signals import SIGNALS_BY_NAME
+from otel_delta.signals import SIGNALS_BY_NAME, Signal
 from otel_delta.tables import TABLES
 from otel_delta.tables.layout import Layout
 from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
@@ -110,6 +112,27 @@ def dead_letter(topic: str, partition: int, offset: int, reason: str, value: byt
     }
 
 
+def decode(signal: Signal, value: bytes) -> Message:
+    """A message of `signal`'s topic → its Export request: OTLP/JSON when it starts with `{`
+    (the exporter's `encoding: otlp_json`, decoded as the backfill decodes OTLP/JSON), else
+    protobuf (`otlp_proto`; strings that are not UTF-8 repaired, convert/utf8.py). No lstrip:
+    0x0a, a protobuf request's first byte, is whitespace.
+    UndecodableRecord: the message is neither, or is another signal's."""
+    if value[:1] != b"{":
+        try:
+            return utf8.parse(signal.request, value)[0]
+        except (DecodeError, RecursionError) as exc:
+            raise UndecodableRecord(
+                f"not an OTLP protobuf {signal.request.__name__}: {exc}"
+            ) from None
+    found, request = decode_json(value)
+    if found is not signal:
+        raise UndecodableRecord(
+            f"an OTLP/JSON {found.request.__name__} on a topic of {signal.name}"
+        )
+    return request
+
+
 def convert_messages(
     messages: pa.RecordBatch, topics: dict[str, str]
 ) -> tuple[dict[str, list[pa.Table]], list[dict], int]:
@@ -122,10 +145,9 @@ def convert_messages(
         value = value or b""
         signal = SIGNALS_BY_NAME[topics[topic]]
         try:
-            request, _ = utf8.parse(signal.request, value)
-        except (DecodeError, RecursionError) as exc:
-            reason = f"not an OTLP protobuf {signal.request.__name__}: {exc}"
-            dead.append(dead_letter(topic, partition, offset, reason, value))
+            request = decode(signal, value)
+        except UndecodableRecord as exc:
+            dead.append(dead_letter(topic, partition, offset, str(exc), value))
             continue
         try:
             converted = signal.convert(request)

@@ -1,8 +1,9 @@
 """The streaming path as users deploy it: telemetrygen → the OpenTelemetry Collector, whose
-pipelines fan out to its contrib `kafka` exporter (`encoding: otlp_proto`, traces keyed by trace
-id over two partitions) and to the bridge over OTLP/gRPC → `otel-delta stream --once` from the
-broker into a second lake. The two lakes hold the same rows: the stream and the receiver convert
-alike, and the exporter's messages are what the stream reads. The Collector is built by
+pipelines fan out to its contrib `kafka` exporter (`encoding: otlp_proto`, or `otlp_json`;
+traces keyed by trace id over two partitions) and to the bridge over OTLP/gRPC →
+`otel-delta stream --once` from the broker into a second lake. The two lakes hold the same rows:
+the stream and the receiver convert alike, and the exporter's messages are what the stream
+reads. The Collector is built by
 `make collector-kafka` (tools/otelcol-kafka/builder.yaml)."""
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from otel_delta.tables.schemas import DEAD_LETTER_TABLE
 from tests.collector.test_collector import EXPECTED, feed_through_collector, sorted_rows
-from tests.helpers import LOOPBACK, ServeProcess, free_port, read_table
+from tests.helpers import LOOPBACK, ServeProcess, free_port, read_table, table_exists
 from tests.kafka import KafkaBroker, kafka_broker
 from tests.stream.test_stream import run_once, topics, write_config
 from tests.tools import otelcol_kafka_binary
@@ -27,11 +29,15 @@ def kafka(tmp_path: Path):
 
 
 def collector_config(
-    tmp_path: Path, kafka: KafkaBroker, names: dict[str, str], bridge: ServeProcess
+    tmp_path: Path,
+    kafka: KafkaBroker,
+    names: dict[str, str],
+    bridge: ServeProcess,
+    encoding: str = "otlp_proto",
 ) -> tuple[Path, dict[str, int]]:
     ports = {"grpc": free_port(), "health": free_port()}
     per_signal = "".join(
-        f"    {signal}: {{topic: {topic}, encoding: otlp_proto}}\n"
+        f"    {signal}: {{topic: {topic}, encoding: {encoding}}}\n"
         for signal, topic in names.items()
     )
     pipelines = "".join(
@@ -57,8 +63,10 @@ def collector_config(
     return config, ports
 
 
+# otlp_json: every message went to the dead letters ("not an OTLP protobuf ...")
+@pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
 def test_collector_kafka_exporter_to_stream_stores_what_the_bridge_stores(
-    kafka: KafkaBroker, tmp_path: Path
+    kafka: KafkaBroker, tmp_path: Path, encoding: str
 ) -> None:
     names = topics(kafka, "otelcol", span_partitions=2)
     bridge_lake = tmp_path / "bridge-lake"
@@ -69,7 +77,7 @@ def test_collector_kafka_exporter_to_stream_stores_what_the_bridge_stores(
     )
     bridge = ServeProcess(bridge_config)
     try:
-        config, ports = collector_config(tmp_path, kafka, names, bridge)
+        config, ports = collector_config(tmp_path, kafka, names, bridge, encoding)
         feed_through_collector(otelcol_kafka_binary(), config, ports, bridge_lake)
     finally:
         assert bridge.stop() == 0, "".join(bridge.lines[-20:])
@@ -83,3 +91,4 @@ def test_collector_kafka_exporter_to_stream_stores_what_the_bridge_stores(
         streamed = read_table(stream_lake, table)
         assert streamed.num_rows == expected, table  # none lost, none twice
         assert sorted_rows(streamed) == sorted_rows(read_table(bridge_lake, table)), table
+    assert not table_exists(stream_lake, DEAD_LETTER_TABLE)
