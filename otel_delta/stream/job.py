@@ -54,6 +54,8 @@ CHECKPOINT_DIR = "_stream_checkpoints"
 APP_ID_PREFIX = "otel-delta-stream-"
 STREAM_OPERATION = "stream"  # `otel_delta.operation` of the stream's commits (table history)
 QUERY_ID_TIMEOUT = 60.0
+QUERY_LOGGER = "org.apache.spark.sql.execution.streaming.MicroBatchExecution"
+UNKNOWN_TOPIC = "UnknownTopicOrPartitionException"
 
 
 # the Java exceptions by which Spark knows a batch was interrupted by the query's stop
@@ -114,7 +116,33 @@ def stream_session(lakehouse: Lakehouse) -> SparkSession:
     jars = [str(p) for p in (*delta_jars(), *kafka_jars())]
     extra = lakehouse.spark.conf.get("spark.jars", "")
     jars += [j for j in extra.split(",") if j]
-    return lakehouse.spark_session(conf={"spark.jars": ",".join(jars)})
+    spark = lakehouse.spark_session(conf={"spark.jars": ",".join(jars)})
+    if not log.isEnabledFor(logging.DEBUG):
+        _quiet_query_errors(spark)
+    return spark
+
+
+def _quiet_query_errors(spark: SparkSession) -> None:
+    """Spark logs a failed query at ERROR with the Java stack trace (45 lines for a topic that
+    does not exist); the job's own last line already says why (StreamFailedError). Kept at
+    `--log-level DEBUG`."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        QUERY_LOGGER, jvm.org.apache.logging.log4j.Level.OFF
+    )
+
+
+def failure_line(failure: object, topics: dict[str, str], stream: StreamSettings) -> str:
+    """What the job says of a failed query: Spark's first line, and for a topic the brokers do
+    not have (Spark's text names the exception, not the topic) which topics were read."""
+    line = first_line(failure)
+    if UNKNOWN_TOPIC in line:
+        return (
+            f"a topic it reads does not exist on {stream.bootstrap_servers} (one of "
+            f'{", ".join(topics)}; create it, or set its stream.*_topic to ""): {line}'
+        )
+    return line
 
 
 def kafka_source(spark: SparkSession, stream: StreamSettings, topics: dict[str, str]) -> DataFrame:
@@ -347,7 +375,7 @@ def _run_query(
                 query.awaitTermination(1)
                 _observe(status, query)
         except Exception as exc:
-            status.failure = first_line(exc)
+            status.failure = failure_line(exc, topics, stream)
             raise StreamFailedError(status.failure) from exc
         _observe(status, query)  # the last batches of an availableNow run
         if query.isActive:
@@ -355,7 +383,7 @@ def _run_query(
             query.stop()
         failure = query.exception()
         if failure is not None:
-            status.failure = first_line(failure)
+            status.failure = failure_line(failure, topics, stream)
             raise StreamFailedError(status.failure)
     finally:
         status.active = False

@@ -417,3 +417,26 @@ def test_crash_between_two_tables_of_a_batch_stores_each_once(
     run_once(config)
     assert_stored(tmp_path, sent)
     assert DeltaTable(str(tmp_path / "lake" / "logs")).version() == logs_version  # skipped
+
+
+def test_a_topic_that_does_not_exist_is_one_line(kafka: KafkaBroker, tmp_path: Path) -> None:
+    """The brokers do not have the topic (the Collector has not written yet, or a typo): Spark
+    logged the query's failure at ERROR with its 45-line Java stack trace before the job's own
+    line, which named an exception but no topic."""
+    names = {"traces": "absent_spans", "metrics": "", "logs": ""}
+    child = subprocess.run(
+        stream_command(write_config(tmp_path, kafka, names)),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert child.returncode == 1, child.stderr[-3000:]
+    last = child.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        f"otel-delta: stream failed: a topic it reads does not exist on {kafka.bootstrap_servers}"
+        " (one of absent_spans;"
+    ), last
+    for noise in ("\tat ", "ERROR MicroBatchExecution", "Traceback"):
+        assert noise not in child.stderr, child.stderr[-3000:]
