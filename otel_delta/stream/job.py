@@ -340,6 +340,8 @@ def _run_query(
     lakehouse = Lakehouse.from_settings(settings)
     target = file_target(lakehouse, topics)
     spark = stream_session(lakehouse)
+    from pyspark.errors import IllegalArgumentException  # pyspark is there once Spark started
+
     handlers: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -352,14 +354,21 @@ def _run_query(
             if once
             else {"processingTime": f"{stream.trigger_interval_seconds} seconds"}
         )
-        query = (
-            kafka_source(spark, stream, topics)
-            .writeStream.queryName("otel-delta-stream")
-            .foreachBatch(writer)
-            .option("checkpointLocation", location)
-            .trigger(**trigger)
-            .start()
-        )
+        try:
+            query = (
+                kafka_source(spark, stream, topics)
+                .writeStream.queryName("otel-delta-stream")
+                .foreachBatch(writer)
+                .option("checkpointLocation", location)
+                .trigger(**trigger)
+                .start()
+            )
+        except IllegalArgumentException as exc:
+            # the Kafka source's check of its options (e.g. a `kafka_options` key Spark manages
+            # itself, such as auto.offset.reset): its text starts with a newline, so the
+            # generic one-line report was "IllegalArgumentException: " and nothing else
+            reason = first_line(exc)
+            raise ConfigError(f"stream: the Kafka source refuses its options: {reason}") from None
         writer.bind(str(query.id))
         status.active = True
         log.info(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from otel_delta.cli import main
 from otel_delta.config import Settings, StreamSettings, load_settings
 from otel_delta.errors import ConfigError
 from otel_delta.stream.job import checkpoint_location
+from tests.tools import ROOT
 
 
 def test_defaults_are_the_collector_kafka_exporters() -> None:
@@ -78,3 +81,29 @@ def test_admin_endpoint_in_use_is_one_line_before_spark_starts(tmp_path: Path, c
         f"otel-delta: config error: stream.admin_endpoint: cannot listen on 127.0.0.1:{port}"
     )
     assert "\n" not in err
+
+
+def test_a_kafka_option_spark_refuses_is_one_config_line(tmp_path: Path) -> None:
+    """Spark's Kafka source refuses options it manages itself when the query starts; its text
+    begins with a newline, so the line said "stream failed: IllegalArgumentException: " and
+    nothing more, exit 1. Runs `otel-delta stream` as users do (Spark starts; no broker
+    is reached)."""
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n[spark]\nmaster = "local[1]"\n'
+        '[stream]\nbootstrap_servers = "127.0.0.1:9"\nadmin_endpoint = ""\n'
+        '[stream.kafka_options]\n"auto.offset.reset" = "latest"\n'
+    )
+    child = subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", "stream", "--once", "--config", str(config)],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == 2, child.stderr[-3000:]
+    assert child.stderr.strip().splitlines()[-1] == (
+        "otel-delta: config error: stream: the Kafka source refuses its options: "
+        "Kafka option 'auto.offset.reset' is not supported."
+    )
