@@ -17,6 +17,7 @@ Spark's Kafka source jars (jars/kafka) added to `spark.jars` for this job only.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import signal
@@ -143,6 +144,24 @@ def failure_line(failure: object, topics: dict[str, str], stream: StreamSettings
             f'{", ".join(topics)}; create it, or set its stream.*_topic to ""): {line}'
         )
     return line
+
+
+def check_kafka_options(spark: SparkSession, stream: StreamSettings) -> None:
+    """A ConfigError for a `kafka_options` key the Kafka client does not know: Kafka only logs
+    such a key (at a level Spark's log hides) and goes on without it, so a misspelt
+    `security.protocol` or librdkafka's `sasl.mechanisms` connected without TLS or SASL,
+    silently. The known names are the client's own (ConsumerConfig, from jars/kafka)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    known = set(jvm.org.apache.kafka.clients.consumer.ConsumerConfig.configNames())
+    for key in stream.kafka_options:
+        name = key.removeprefix("kafka.")
+        if name not in known:
+            near = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise ConfigError(
+                f"stream.kafka_options: {key} is not a setting of the Kafka consumer{hint}"
+            )
 
 
 def kafka_source(spark: SparkSession, stream: StreamSettings, topics: dict[str, str]) -> DataFrame:
@@ -347,6 +366,7 @@ def _run_query(
         for signum in (signal.SIGTERM, signal.SIGINT):
             handlers[signum] = signal.signal(signum, lambda *_: stop.set())
     try:
+        check_kafka_options(spark, stream)
         writer = BatchWriter(lakehouse, topics, status, target, stop)
         location = checkpoint_location(settings)
         trigger: dict[str, Any] = (

@@ -107,3 +107,27 @@ def test_a_kafka_option_spark_refuses_is_one_config_line(tmp_path: Path) -> None
         "otel-delta: config error: stream: the Kafka source refuses its options: "
         "Kafka option 'auto.offset.reset' is not supported."
     )
+
+
+def test_a_misspelt_kafka_option_is_one_config_line(tmp_path: Path) -> None:
+    """librdkafka's spelling `sasl.mechanisms` (the Java client's is `sasl.mechanism`): Kafka
+    logged the unknown key below Spark's log level and connected without it, silently."""
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n[spark]\nmaster = "local[1]"\n'
+        '[stream]\nbootstrap_servers = "127.0.0.1:9"\nadmin_endpoint = ""\n'
+        '[stream.kafka_options]\n"sasl.mechanisms" = "PLAIN"\n'
+    )
+    child = subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", "stream", "--once", "--config", str(config)],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == 2, child.stderr[-3000:]
+    assert child.stderr.strip().splitlines()[-1] == (
+        "otel-delta: config error: stream.kafka_options: sasl.mechanisms is not a setting of "
+        "the Kafka consumer (did you mean sasl.mechanism?)"
+    )
