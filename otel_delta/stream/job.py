@@ -218,13 +218,19 @@ class BatchWriter:
                 files.setdefault(row["table"], []).append(row)
         steps = [f"convert and write {time.monotonic() - started:.1f} s"]
         txn = Transaction(self.app_id, batch_id)
+        committed: dict[str, list[Any]] = {}
         for name in sorted(files):
             table_started = time.monotonic()
-            self._commit(name, files[name], txn)
-            crash_point("stream-table-committed")
-            steps.append(f"commit {name} {time.monotonic() - table_started:.1f} s")
+            if self._commit(name, files[name], txn):
+                committed[name] = files[name]
+                crash_point("stream-table-committed")
+                steps.append(f"commit {name} {time.monotonic() - table_started:.1f} s")
+            else:
+                steps.append(f"{name} already held the batch")
         seconds = time.monotonic() - started
-        counts = {name: sum(r["rows"] for r in rows) for name, rows in files.items()}
+        # rows of the tables this run committed: a batch re-run after a crash counted the
+        # tables it skipped (already holding the batch) again, in its log line and /metrics
+        counts = {name: sum(r["rows"] for r in rows) for name, rows in committed.items()}
         dead = counts.pop(DEAD_LETTER_TABLE, 0)
         self.status.batch_done(messages, counts, dead, rejected, seconds)
         log.info(
@@ -257,9 +263,9 @@ class BatchWriter:
             log.info("batch %d interrupted by the stop: the next start runs it again", batch_id)
             raise BatchInterrupted(interruption) from None
 
-    def _commit(self, name: str, rows: list[Any], txn: Transaction) -> None:
-        """One commit adding the batch's files of table `name`; none if the table already
-        holds the batch's transaction (the batch is being re-run after a crash)."""
+    def _commit(self, name: str, rows: list[Any], txn: Transaction) -> bool:
+        """One commit adding the batch's files of table `name` (True); none if the table
+        already holds the batch's transaction (the batch is being re-run after a crash)."""
         lakehouse = self.lakehouse
         if name == DEAD_LETTER_TABLE:
             uri = lakehouse.bookkeeping_table(name)
@@ -267,7 +273,7 @@ class BatchWriter:
         else:
             delta = lakehouse.create_table(name)
         if holds_transaction(delta, txn):
-            return
+            return False
         reason = not_appendable(delta)
         if reason is not None:
             raise CommitError(f"the stream cannot append to {name}: {reason}")
@@ -290,6 +296,7 @@ class BatchWriter:
             )
         except Exception as exc:
             raise CommitError(f"commit to {name} failed: {describe(exc)}") from exc
+        return True
 
 
 def file_target(lakehouse: Lakehouse, topics: dict[str, str]) -> FileTarget:

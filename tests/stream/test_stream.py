@@ -414,9 +414,12 @@ def test_crash_between_two_tables_of_a_batch_stores_each_once(
     assert lake_table(tmp_path, "logs").num_rows > 0  # the first table committed
     assert not DeltaTable.is_deltatable(str(tmp_path / "lake" / "spans"))  # the second did not
     logs_version = DeltaTable(str(tmp_path / "lake" / "logs")).version()
-    run_once(config)
+    rerun = run_once(config)
     assert_stored(tmp_path, sent)
     assert DeltaTable(str(tmp_path / "lake" / "logs")).version() == logs_version  # skipped
+    # and said so: the rerun's line counted the skipped logs rows as appended again
+    [line] = [text for text in rerun.stderr.splitlines() if "stream.job: batch 0:" in text]
+    assert "→ spans 10;" in line and "logs already held the batch" in line, line
 
 
 def test_a_topic_that_does_not_exist_is_one_line(kafka: KafkaBroker, tmp_path: Path) -> None:
