@@ -118,6 +118,13 @@ def decode_proto(payload: bytes) -> tuple[Signal, Message]:
 def decode_record(payload: bytes, json_line: bool = False) -> tuple[Signal, Message]:
     """`json_line`: a line of an OTLP/JSON file, decoded as JSON whatever it starts with, so a
     line such as `null` is "not a JSON object", not a protobuf message that does not parse."""
-    if json_line or payload.lstrip()[:1] == b"{":
+    if json_line or payload[:1] == b"{":
         return decode_json(payload)
+    if payload.lstrip()[:1] == b"{":
+        # JSON after whitespace, or a protobuf request whose first group is 123 bytes long:
+        # b"\x0a\x7b" is a newline and `{` too (such records went to the dead letters)
+        try:
+            return decode_proto(payload)
+        except UndecodableRecord:
+            return decode_json(payload)
     return decode_proto(payload)

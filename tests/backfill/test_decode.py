@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1 import logs_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
 
-from otel_delta.backfill.decode import UndecodableRecord, decode_json, decode_proto
+from otel_delta.backfill.decode import UndecodableRecord, decode_json, decode_proto, decode_record
 from tests import corpus
 from tests.backfill.collector import otlp_json
 
@@ -98,3 +100,25 @@ def test_protobuf_with_strings_that_are_not_utf8_is_loaded_repaired() -> None:
     signal, parsed = decode_proto(payload)
     assert signal.name == "logs"
     assert parsed.resource_logs[0].scope_logs[0].log_records[0].body.string_value == "\ufffdt"
+
+
+def test_protobuf_whose_first_bytes_read_as_a_newline_and_a_brace_is_protobuf() -> None:
+    """A request whose first resource group is 123 bytes long starts with b"\\n{"; it went to
+    the JSON decoder, and to the dead letters."""
+    for length in range(1, 120):
+        span = trace_pb2.Span(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="n" * length)
+        request = ExportTraceServiceRequest(
+            resource_spans=[
+                trace_pb2.ResourceSpans(scope_spans=[trace_pb2.ScopeSpans(spans=[span])])
+            ]
+        )
+        payload = request.SerializeToString()
+        if payload[:2] == b"\n{":
+            break
+    else:
+        pytest.fail("no span name gives a first group of 123 bytes")
+    signal, parsed = decode_record(payload)
+    assert signal.name == "traces" and parsed == request
+    # and JSON after whitespace is still JSON
+    signal, _ = decode_record(b'\n {"resourceLogs":[]}')
+    assert signal.name == "logs"
