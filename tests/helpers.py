@@ -22,8 +22,12 @@ import grpc
 import pyarrow as pa
 from deltalake import DeltaTable
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1 import logs_pb2
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from otel_delta.bridge import Bridge
 from otel_delta.config import Settings
@@ -228,3 +232,31 @@ class ServeProcess:
         code = self.proc.wait(timeout=timeout)
         self._drainer.join(10)
         return code
+
+
+LOGS_EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+PLACEHOLDER = "\x01\x02\x03\x04"  # 4 bytes, swapped below for 4 bytes that are not UTF-8
+
+
+def latin1_logs(service: str) -> bytes:
+    """Three log records of `service`, the second's body and attribute in Latin-1 ("café"
+    as b"caf\\xe9"): what a Collector's filelog receiver reading a Latin-1 file passes on."""
+    records = [
+        logs_pb2.LogRecord(body=AnyValue(string_value="first")),
+        logs_pb2.LogRecord(
+            body=AnyValue(string_value=PLACEHOLDER),
+            attributes=[KeyValue(key="file", value=AnyValue(string_value=PLACEHOLDER))],
+        ),
+        logs_pb2.LogRecord(body=AnyValue(string_value="third")),
+    ]
+    resource = Resource(
+        attributes=[KeyValue(key="service.name", value=AnyValue(string_value=service))]
+    )
+    request = ExportLogsServiceRequest(
+        resource_logs=[
+            logs_pb2.ResourceLogs(
+                resource=resource, scope_logs=[logs_pb2.ScopeLogs(log_records=records)]
+            )
+        ]
+    )
+    return request.SerializeToString().replace(PLACEHOLDER.encode(), b"caf\xe9")

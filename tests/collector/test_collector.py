@@ -16,15 +16,13 @@ import grpc
 import pyarrow as pa
 import pytest
 import requests
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.logs.v1 import logs_pb2
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from tests.helpers import (
+    LOGS_EXPORT,
     LOOPBACK,
     ServeProcess,
     free_port,
+    latin1_logs,
     read_table,
     table_exists,
     wait_until,
@@ -284,34 +282,6 @@ def test_every_compression_the_collectors_exporters_send(tmp_path: Path) -> None
         ids = by_service.get(f"tg-{name(*pipeline)}", [])
         assert len(ids) == len(set(ids)) == 2 * COMPRESSED_TRACES, pipeline
     assert len(by_service) == len(pipelines)
-
-
-LOGS_EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
-PLACEHOLDER = "\x01\x02\x03\x04"  # 4 bytes, swapped below for 4 bytes that are not UTF-8
-
-
-def latin1_logs(service: str) -> bytes:
-    """Three log records of `service`, the second's body and attribute in Latin-1 ("café"
-    as b"caf\\xe9"): what a Collector's filelog receiver reading a Latin-1 file passes on."""
-    records = [
-        logs_pb2.LogRecord(body=AnyValue(string_value="first")),
-        logs_pb2.LogRecord(
-            body=AnyValue(string_value=PLACEHOLDER),
-            attributes=[KeyValue(key="file", value=AnyValue(string_value=PLACEHOLDER))],
-        ),
-        logs_pb2.LogRecord(body=AnyValue(string_value="third")),
-    ]
-    resource = Resource(
-        attributes=[KeyValue(key="service.name", value=AnyValue(string_value=service))]
-    )
-    request = ExportLogsServiceRequest(
-        resource_logs=[
-            logs_pb2.ResourceLogs(
-                resource=resource, scope_logs=[logs_pb2.ScopeLogs(log_records=records)]
-            )
-        ]
-    )
-    return request.SerializeToString().replace(PLACEHOLDER.encode(), b"caf\xe9")
 
 
 def test_latin1_logs_through_the_collector_are_stored_repaired(tmp_path: Path) -> None:

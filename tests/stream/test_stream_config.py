@@ -83,16 +83,36 @@ def test_admin_endpoint_in_use_is_one_line_before_spark_starts(tmp_path: Path, c
     assert "\n" not in err
 
 
-def test_a_kafka_option_spark_refuses_is_one_config_line(tmp_path: Path) -> None:
-    """Spark's Kafka source refuses options it manages itself when the query starts; its text
-    begins with a newline, so the line said "stream failed: IllegalArgumentException: " and
-    nothing more, exit 1. Runs `otel-delta stream` as users do (Spark starts; no broker
-    is reached)."""
+@pytest.mark.parametrize(
+    ("option", "last_line"),
+    [
+        # Spark's Kafka source refuses options it manages itself when the query starts; its
+        # text begins with a newline, so the line said "stream failed:
+        # IllegalArgumentException: " and nothing more, exit 1
+        (
+            '"auto.offset.reset" = "latest"',
+            "stream: the Kafka source refuses its options: "
+            "Kafka option 'auto.offset.reset' is not supported.",
+        ),
+        # librdkafka's spelling `sasl.mechanisms` (the Java client's is `sasl.mechanism`):
+        # Kafka logged the unknown key below Spark's log level and connected without it
+        (
+            '"sasl.mechanisms" = "PLAIN"',
+            "stream.kafka_options: sasl.mechanisms is not a setting of the Kafka consumer "
+            "(did you mean sasl.mechanism?)",
+        ),
+    ],
+    ids=["managed-by-spark", "misspelt"],
+)
+def test_a_kafka_option_the_consumer_cannot_take_is_one_config_line(
+    tmp_path: Path, option: str, last_line: str
+) -> None:
+    """Runs `otel-delta stream` as users do (Spark starts; no broker is reached)."""
     config = tmp_path / "deltalake.toml"
     config.write_text(
         f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n[spark]\nmaster = "local[1]"\n'
         '[stream]\nbootstrap_servers = "127.0.0.1:9"\nadmin_endpoint = ""\n'
-        '[stream.kafka_options]\n"auto.offset.reset" = "latest"\n'
+        f"[stream.kafka_options]\n{option}\n"
     )
     child = subprocess.run(
         [sys.executable, "-m", "otel_delta.cli", "stream", "--once", "--config", str(config)],
@@ -103,31 +123,4 @@ def test_a_kafka_option_spark_refuses_is_one_config_line(tmp_path: Path) -> None
         timeout=300,
     )
     assert child.returncode == 2, child.stderr[-3000:]
-    assert child.stderr.strip().splitlines()[-1] == (
-        "otel-delta: config error: stream: the Kafka source refuses its options: "
-        "Kafka option 'auto.offset.reset' is not supported."
-    )
-
-
-def test_a_misspelt_kafka_option_is_one_config_line(tmp_path: Path) -> None:
-    """librdkafka's spelling `sasl.mechanisms` (the Java client's is `sasl.mechanism`): Kafka
-    logged the unknown key below Spark's log level and connected without it, silently."""
-    config = tmp_path / "deltalake.toml"
-    config.write_text(
-        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n[spark]\nmaster = "local[1]"\n'
-        '[stream]\nbootstrap_servers = "127.0.0.1:9"\nadmin_endpoint = ""\n'
-        '[stream.kafka_options]\n"sasl.mechanisms" = "PLAIN"\n'
-    )
-    child = subprocess.run(
-        [sys.executable, "-m", "otel_delta.cli", "stream", "--once", "--config", str(config)],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert child.returncode == 2, child.stderr[-3000:]
-    assert child.stderr.strip().splitlines()[-1] == (
-        "otel-delta: config error: stream.kafka_options: sasl.mechanisms is not a setting of "
-        "the Kafka consumer (did you mean sasl.mechanism?)"
-    )
+    assert child.stderr.strip().splitlines()[-1] == f"otel-delta: config error: {last_line}"

@@ -25,7 +25,9 @@ from prometheus_client import REGISTRY
 from otel_delta.convert.to_otlp import spans_from_arrow
 from otel_delta.errors import ConfigError
 from tests.helpers import (
+    LOGS_EXPORT,
     RunningBridge,
+    latin1_logs,
     make_settings,
     read_table,
     running_bridge,
@@ -151,27 +153,6 @@ def test_invalid_log_records_and_data_points_are_counted(bridge, lakehouse) -> N
     assert read_table(lakehouse, "metrics_gauge")["value_int"].to_pylist() == [1]
 
 
-LOGS_EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
-PLACEHOLDER = "\x01\x02\x03\x04"  # 4 bytes, swapped below for 4 bytes that are not UTF-8
-
-
-def latin1_log_request() -> bytes:
-    """Three log records, the second with a body and an attribute in Latin-1 ("café" as
-    b"caf\\xe9", as a Collector's filelog receiver passes a Latin-1 file on)."""
-    records = [
-        logs_pb2.LogRecord(body=AnyValue(string_value="first")),
-        logs_pb2.LogRecord(
-            body=AnyValue(string_value=PLACEHOLDER),
-            attributes=[KeyValue(key="file", value=AnyValue(string_value=PLACEHOLDER))],
-        ),
-        logs_pb2.LogRecord(body=AnyValue(string_value="third")),
-    ]
-    request = ExportLogsServiceRequest(
-        resource_logs=[logs_pb2.ResourceLogs(scope_logs=[logs_pb2.ScopeLogs(log_records=records)])]
-    )
-    return request.SerializeToString().replace(PLACEHOLDER.encode(), b"caf\xe9")
-
-
 def test_strings_that_are_not_utf8_are_stored_repaired_with_a_warning(bridge, lakehouse) -> None:
     """Before 2026-11-29 the whole request was INVALID_ARGUMENT: every record lost for one."""
 
@@ -181,7 +162,7 @@ def test_strings_that_are_not_utf8_are_stored_repaired_with_a_warning(bridge, la
 
     before = repaired()
     export = bridge.channel().unary_unary(LOGS_EXPORT)  # bytes as they are
-    response = ExportLogsServiceResponse.FromString(export(latin1_log_request(), timeout=30))
+    response = ExportLogsServiceResponse.FromString(export(latin1_logs("latin1"), timeout=30))
     assert repaired() == before + 2
     assert response.partial_success.rejected_log_records == 0
     assert "2 string(s) were not valid UTF-8" in response.partial_success.error_message
