@@ -130,8 +130,9 @@ def stop_stream(child: subprocess.Popen, log: Path) -> None:
     assert child.wait(timeout=120) == 0, log.read_text()[-6000:]
 
 
-def run_once(config: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    child = subprocess.run(
+def run_stream(config: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`otel-delta stream` with `config` run to its end, its output captured."""
+    return subprocess.run(
         stream_command(config),
         cwd=ROOT,
         env=env,
@@ -140,6 +141,10 @@ def run_once(config: Path, env: dict[str, str] | None = None) -> subprocess.Comp
         text=True,
         timeout=RUN_TIMEOUT,
     )
+
+
+def run_once(config: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    child = run_stream(config, env)
     assert child.returncode == 0, child.stderr[-6000:]
     return child
 
@@ -427,14 +432,7 @@ def test_a_topic_that_does_not_exist_is_one_line(kafka: KafkaBroker, tmp_path: P
     logged the query's failure at ERROR with its 45-line Java stack trace before the job's own
     line, which named an exception but no topic."""
     names = {"traces": "absent_spans", "metrics": "", "logs": ""}
-    child = subprocess.run(
-        stream_command(write_config(tmp_path, kafka, names)),
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-    )
+    child = run_stream(write_config(tmp_path, kafka, names))
     assert child.returncode == 1, child.stderr[-3000:]
     last = child.stderr.strip().splitlines()[-1]
     assert last.startswith(
