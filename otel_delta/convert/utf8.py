@@ -37,10 +37,9 @@ class _Malformed(Exception):
 
 
 @dataclass(frozen=True)
-class Repaired:
-    """A request whose strings that were not UTF-8 now are."""
+class StringRepairs:
+    """What was repaired in a request's strings, for the client's partial_success warning."""
 
-    data: bytes
     strings: int  # how many string fields were replaced
     first_field: str  # the path of the first, e.g. resource_logs.scope_logs.log_records.body…
 
@@ -48,8 +47,29 @@ class Repaired:
     def warning(self) -> str:
         return (
             f"{self.strings} string(s) were not valid UTF-8 and are stored with U+FFFD in place "
-            f"of the invalid bytes (the first in {self.first_field})"
+            f"of what was invalid (the first in {self.first_field})"
         )
+
+
+@dataclass(frozen=True)
+class Repaired(StringRepairs):
+    """A request whose strings that were not UTF-8 now are."""
+
+    data: bytes = b""
+
+
+def without_lone_surrogates(text: str) -> str | None:
+    """`text` with each lone surrogate as U+FFFD, or None if it has none. A JSON string may
+    escape one (`"\\ud83d"`: the JS SDK's length limit cuts strings by UTF-16 code units, so
+    half an emoji can remain); it has no UTF-8 form, so protobuf refuses it as it refuses
+    bytes that are not UTF-8 (OTLP/JSON's counterpart of `repair`)."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    return None
 
 
 def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
@@ -192,7 +212,9 @@ def repair(descriptor: Descriptor, raw: bytes, native: bool = False) -> Repaired
     walk_natively = native_convert.utf8_repair(table) if native else None
     if walk_natively is not None:
         found = walk_natively(raw)
-        return None if found is None else Repaired(found[0], found[1], ".".join(found[2]))
+        if found is None:
+            return None
+        return Repaired(strings=found[1], first_field=".".join(found[2]), data=found[0])
     walk = _Walk(table)
     try:
         data = walk.message(0, memoryview(raw), ())
@@ -200,7 +222,7 @@ def repair(descriptor: Descriptor, raw: bytes, native: bool = False) -> Repaired
         return None
     if data is None:
         return None
-    return Repaired(data, walk.strings, walk.first_field)
+    return Repaired(strings=walk.strings, first_field=walk.first_field, data=data)
 
 
 def parse(message_class: type[M], raw: bytes) -> tuple[M, Repaired | None]:

@@ -32,6 +32,7 @@ import lz4.frame
 import zstandard
 from zlib_ng import zlib_ng
 
+from otel_delta.convert.utf8 import StringRepairs
 from otel_delta.errors import InvalidRequestError, RequestTooLargeError, UnsupportedMediaTypeError
 
 ENCODINGS = ("gzip", "deflate", "zlib", "zstd", "snappy", "x-snappy-framed", "lz4")
@@ -272,6 +273,9 @@ class Body:
     protobuf: bytes
     received: bytes | None = None
     encoding: str = ""
+    # strings the transport repaired while it made `protobuf` (OTLP/JSON's lone surrogates),
+    # for the client's partial_success warning
+    repairs: StringRepairs | None = None
 
     @property
     def logged(self) -> bytes:

@@ -127,6 +127,9 @@ class ExportPipeline:
         converted = await self._convert(signal, raw)
         if not isinstance(converted, Converted):
             return converted
+        if request.repairs is not None:
+            converted.rejected.note(request.repairs.warning)
+            converted.rejected.repaired_strings += request.repairs.strings
         clock.done("convert")
         return request.logged, request.encoding, converted
 

@@ -132,7 +132,10 @@ class HttpTransport:
                 return body
             await self._hold_for_json(body.protobuf, held)
             # the log keeps protobuf, which replay decodes
-            return Body(await asyncio.to_thread(json_to_protobuf, body.protobuf, signal.request))
+            protobuf, repairs = await asyncio.to_thread(
+                json_to_protobuf, body.protobuf, signal.request
+            )
+            return Body(protobuf, repairs=repairs)
 
         return await self.pipeline.export(signal, receive)
 

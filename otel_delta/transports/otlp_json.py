@@ -29,6 +29,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
+from otel_delta.convert.utf8 import StringRepairs, without_lone_surrogates
 from otel_delta.errors import InvalidRequestError
 
 # bytes fields holding ids, by their proto names: spans, span links, log records, exemplars;
@@ -52,8 +53,30 @@ INT32 = range(-(2**31), 2**31)
 # the fields `_prepare` looks at; the parser alone checks the others' values
 _FLOATS = frozenset({FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT})
 _CHECKED = frozenset(
-    {FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_ENUM} | _FLOATS
+    {
+        FieldDescriptor.TYPE_MESSAGE,
+        FieldDescriptor.TYPE_BYTES,
+        FieldDescriptor.TYPE_ENUM,
+        FieldDescriptor.TYPE_STRING,
+    }
+    | _FLOATS
 )
+
+
+class _Repairs:
+    """The strings of one document repaired so far, and where the walk is (field names)."""
+
+    def __init__(self) -> None:
+        self.strings = 0
+        self.first_field = ""
+        self.path: list[str] = []
+
+    def repaired(self, field: FieldDescriptor) -> None:
+        self.strings += 1
+        self.first_field = self.first_field or ".".join([*self.path, field.name])
+
+    def result(self) -> StringRepairs | None:
+        return StringRepairs(self.strings, self.first_field) if self.strings else None
 
 
 @functools.cache
@@ -90,13 +113,18 @@ def _is_int32(value: Any) -> bool:
 
 
 def _prepare(
-    node: dict[str, Any], descriptor: Descriptor, depth: int = 1, invalid_id: str | None = None
+    node: dict[str, Any],
+    descriptor: Descriptor,
+    repairs: _Repairs,
+    depth: int = 1,
+    invalid_id: str | None = None,
 ) -> None:
     """Rewrites every id field of the message `node` (and below) in place from hex to
-    base64, and refuses what protobuf's parser would misread (see the module's docstring).
-    Fields it does not know are left to the parser, which ignores them, and so are strings,
-    numbers and booleans: it refuses values of the wrong JSON type for those itself. An id
-    that is not hex is refused, or with `invalid_id` (base64) replaced by it."""
+    base64, each string's lone surrogates to U+FFFD (counted in `repairs`), and refuses what
+    protobuf's parser would misread (see the module's docstring). Fields it does not know
+    are left to the parser, which ignores them, and so are numbers and booleans: it refuses
+    values of the wrong JSON type for those itself. An id that is not hex is refused, or with
+    `invalid_id` (base64) replaced by it."""
     if depth > MAX_DEPTH:
         raise InvalidRequestError(f"messages are nested deeper than {MAX_DEPTH} levels")
     fields = _fields(descriptor)
@@ -105,22 +133,36 @@ def _prepare(
         if field is None or value is None:
             continue
         if not field.is_repeated:
-            node[key] = _value(field, key, value, depth, invalid_id)
+            node[key] = _value(field, key, value, depth, invalid_id, repairs)
         elif isinstance(value, list):
             for index, item in enumerate(value):
-                value[index] = _value(field, key, item, depth, invalid_id)
+                value[index] = _value(field, key, item, depth, invalid_id, repairs)
 
 
-def _value(field: FieldDescriptor, key: str, value: Any, depth: int, invalid_id: str | None) -> Any:
+def _value(
+    field: FieldDescriptor,
+    key: str,
+    value: Any,
+    depth: int,
+    invalid_id: str | None,
+    repairs: _Repairs,
+) -> Any:
     """One value of `field` as protobuf's parser should see it."""
     if value is None:
+        return value
+    if field.type == FieldDescriptor.TYPE_STRING:
+        if isinstance(value, str) and (repaired := without_lone_surrogates(value)) is not None:
+            repairs.repaired(field)
+            return repaired
         return value
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         if not isinstance(value, dict):
             raise InvalidRequestError(
                 f"{key} must be a JSON object, not {_json_type(value)}: {json.dumps(value)[:64]}"
             )
-        _prepare(value, field.message_type, depth + 1, invalid_id)
+        repairs.path.append(field.name)
+        _prepare(value, field.message_type, repairs, depth + 1, invalid_id)
+        repairs.path.pop()
     elif field.type == FieldDescriptor.TYPE_BYTES and isinstance(value, str):
         if field.name not in ID_FIELDS:
             _check_base64(key, value)
@@ -153,28 +195,42 @@ def decoding_bytes(body: bytes) -> int:
     return 2 * len(body) + JSON_OBJECT_BYTES * containers + JSON_VALUE_BYTES * values
 
 
-def json_to_protobuf(body: bytes, message_type: type[Message]) -> bytes:
-    """An OTLP/JSON request → the same request as protobuf bytes."""
+def json_to_protobuf(
+    body: bytes, message_type: type[Message]
+) -> tuple[bytes, StringRepairs | None]:
+    """An OTLP/JSON request → the same request as protobuf bytes, and its strings repaired."""
     try:
         document = json.loads(body)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InvalidRequestError(f"request body is not JSON: {exc}") from None
     if not isinstance(document, dict):
         raise InvalidRequestError("request body must be a JSON object")
-    return document_to_message(document, message_type).SerializeToString()
+    message, repairs = document_to_request(document, message_type)
+    return message.SerializeToString(), repairs
+
+
+def document_to_request(
+    document: dict[str, Any], message_type: type[Message], invalid_id: str | None = None
+) -> tuple[Message, StringRepairs | None]:
+    """A parsed OTLP/JSON document (rewritten in place) → the request message, and what was
+    repaired in its strings (lone surrogates: convert/utf8.without_lone_surrogates), or
+    InvalidRequestError. `invalid_id`: what an id that is not hex becomes (base64), where a
+    caller wants it counted downstream rather than the document refused (backfill)."""
+    repairs = _Repairs()
+    _prepare(document, message_type.DESCRIPTOR, repairs, invalid_id=invalid_id)
+    try:
+        message = json_format.ParseDict(document, message_type(), ignore_unknown_fields=True)
+    except (json_format.ParseError, binascii.Error, ValueError, TypeError, RecursionError) as exc:
+        raise InvalidRequestError(f"cannot decode {message_type.__name__}: {exc}") from None
+    return message, repairs.result()
 
 
 def document_to_message(
     document: dict[str, Any], message_type: type[Message], invalid_id: str | None = None
 ) -> Message:
-    """A parsed OTLP/JSON document (rewritten in place) → the request message, or
-    InvalidRequestError. `invalid_id`: what an id that is not hex becomes (base64), where a
-    caller wants it counted downstream rather than the document refused (backfill)."""
-    _prepare(document, message_type.DESCRIPTOR, invalid_id=invalid_id)
-    try:
-        return json_format.ParseDict(document, message_type(), ignore_unknown_fields=True)
-    except (json_format.ParseError, binascii.Error, ValueError, TypeError, RecursionError) as exc:
-        raise InvalidRequestError(f"cannot decode {message_type.__name__}: {exc}") from None
+    """`document_to_request`'s message alone (backfill stores repaired strings as the
+    receiver does, with no client to warn)."""
+    return document_to_request(document, message_type, invalid_id)[0]
 
 
 def message_to_json(message: Message) -> bytes:

@@ -23,6 +23,7 @@ from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -38,7 +39,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from otel_delta.convert.to_otlp import logs_from_arrow, metrics_from_arrow, spans_from_arrow
 from otel_delta.tables import TABLES
 from tests import corpus
-from tests.helpers import RunningBridge, make_settings, read_table, table_exists
+from tests.helpers import RunningBridge, latin1_logs, make_settings, read_table, table_exists
 from tests.transports.test_end_to_end import logs_by_event, spans_by_id
 
 pytestmark = pytest.mark.e2e
@@ -171,6 +172,43 @@ def test_rejected_items_are_a_partial_success_in_the_request_encoding(bridge, la
             response = ExportTraceServiceResponse.FromString(answer.content)
             assert response.partial_success.rejected_spans == 1
     assert read_table(lakehouse, "spans").num_rows == 6  # 3 good spans, twice
+
+
+def test_strings_not_utf8_are_stored_repaired_and_warned_of_in_either_encoding(
+    bridge, lakehouse
+) -> None:
+    """Protobuf bytes that are not UTF-8 (a Collector passing a Latin-1 file on) and a JSON
+    lone surrogate escape (half an emoji): 200, every record stored, the strings with U+FFFD,
+    a warning in partial_success (before 2026-11-29: 400, and the whole request lost)."""
+    answer = requests.post(
+        url(bridge, "/v1/logs"), data=latin1_logs("proto"), headers=PROTOBUF, timeout=30
+    )
+    assert answer.status_code == 200
+    partial = ExportLogsServiceResponse.FromString(answer.content).partial_success
+    assert partial.rejected_log_records == 0 and "not valid UTF-8" in partial.error_message
+    record = {"body": {"stringValue": "half \ud83d"}}
+    body = {
+        "resourceLogs": [
+            {
+                "resource": {
+                    "attributes": [{"key": "service.name", "value": {"stringValue": "json"}}]
+                },
+                "scopeLogs": [{"logRecords": [record, {"body": {"stringValue": "whole"}}]}],
+            }
+        ]
+    }
+    text = json.dumps(body)  # ASCII: the lone surrogate as the escape "\\ud83d"
+    answer = requests.post(url(bridge, "/v1/logs"), data=text, headers=JSON, timeout=30)
+    assert answer.status_code == 200, answer.text
+    partial = answer.json()["partialSuccess"]
+    assert "rejectedLogRecords" not in partial and "not valid UTF-8" in partial["errorMessage"]
+    bodies = {
+        (row["service_name"], row["body"]) for row in read_table(lakehouse, "logs").to_pylist()
+    }
+    assert bodies == {
+        ("proto", "first"), ("proto", "caf\ufffd"), ("proto", "third"),
+        ("json", "half \ufffd"), ("json", "whole"),
+    }  # fmt: skip
 
 
 def test_repeated_attribute_keys_are_stored_once_and_warned_of(bridge, lakehouse) -> None:

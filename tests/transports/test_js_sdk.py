@@ -21,12 +21,13 @@ from tests.tools import ROOT, js_sdk_modules
 pytestmark = pytest.mark.e2e
 
 SCRIPT = ROOT / "tools" / "otel-js" / "export.js"
+TRUNCATED = ROOT / "tools" / "otel-js" / "truncated.js"
 # the JS API's enums as numbers, the tables' as OTLP's names
 SPAN_KINDS = ["INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"]
 STATUS_CODES = ["UNSET", "OK", "ERROR"]
 
 
-def _export(protocol: str, bridge: RunningBridge, service: str) -> dict[str, Any]:
+def _export(protocol: str, bridge: RunningBridge, service: str, script: Path = SCRIPT) -> Any:
     node = shutil.which("node")
     assert node, "node is not on PATH (the machine's Node runs the JS SDK)"
     if protocol == "grpc":
@@ -35,7 +36,7 @@ def _export(protocol: str, bridge: RunningBridge, service: str) -> dict[str, Any
         assert bridge.bridge.http is not None
         endpoint = f"http://127.0.0.1:{bridge.bridge.http.port}"
     done = subprocess.run(
-        [node, str(SCRIPT), protocol, endpoint, service],
+        [node, str(script), protocol, endpoint, service],
         env={**os.environ, "NODE_PATH": str(js_sdk_modules())},
         capture_output=True,
         text=True,
@@ -161,3 +162,21 @@ def test_js_sdk_exports_land_with_every_field(
     assert histogram["explicit_bounds"] == recorded["buckets"]["boundaries"]
     assert histogram["bucket_counts"] == recorded["buckets"]["counts"]
     assert histogram["aggregation_temporality"] == "AGGREGATION_TEMPORALITY_CUMULATIVE"
+
+
+@pytest.mark.parametrize("protocol", ["http/json", "http/protobuf", "grpc"])
+def test_a_value_the_sdk_cut_inside_an_emoji_is_stored_repaired(
+    protocol: str, bridge: RunningBridge, lakehouse: Path
+) -> None:
+    """The JS SDK's attribute length limit counts UTF-16 code units, so a cut can leave half of
+    an emoji: a lone surrogate, sent as the JSON escape "\\ud83d" or as bytes that are not
+    UTF-8. It is stored with U+FFFD in its place and the span kept (before 2026-11-29 every
+    protocol's export was refused whole, 400 / INVALID_ARGUMENT, and the SDK dropped it)."""
+    service = f"js-cut-{protocol.replace('/', '-')}"
+    recorded = _export(protocol, bridge, service, TRUNCATED)
+    assert recorded[0]["attributes"] == {"text": "abcd\ud83d", "plain": "ok"}
+    spans = [
+        row for row in read_table(lakehouse, "spans").to_pylist() if row["service_name"] == service
+    ]
+    assert [row["span_id"] for row in spans] == [recorded[0]["span_id"]]
+    assert dict(spans[0]["attributes"]) == {"text": "abcd\ufffd", "plain": "ok"}

@@ -54,7 +54,7 @@ def test_spec_example_request() -> None:
             }
         ]
     }
-    raw = json_to_protobuf(json.dumps(body).encode(), ExportTraceServiceRequest)
+    raw, _ = json_to_protobuf(json.dumps(body).encode(), ExportTraceServiceRequest)
     span = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
     assert span.trace_id.hex() == TRACE and span.span_id.hex() == SPAN
     assert span.parent_span_id == b"" and span.links[0].span_id.hex() == SPAN
@@ -72,14 +72,14 @@ def test_spec_example_request() -> None:
 def test_bytes_values_in_either_base64_alphabet_padded_or_not(text: str, value: bytes) -> None:
     attribute = {"key": "k", "value": {"bytesValue": text}}
     body = {"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [attribute]}]}]}]}
-    raw = json_to_protobuf(json.dumps(body).encode(), ExportTraceServiceRequest)
+    raw, _ = json_to_protobuf(json.dumps(body).encode(), ExportTraceServiceRequest)
     span = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
     assert span.attributes[0].value.bytes_value == value
 
 
 def test_log_record_ids() -> None:
     body = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"traceId": TRACE, "spanId": SPAN}]}]}]}
-    raw = json_to_protobuf(json.dumps(body).encode(), ExportLogsServiceRequest)
+    raw, _ = json_to_protobuf(json.dumps(body).encode(), ExportLogsServiceRequest)
     record = ExportLogsServiceRequest.FromString(raw).resource_logs[0].scope_logs[0].log_records[0]
     assert record.trace_id.hex() == TRACE and record.span_id.hex() == SPAN
 
@@ -139,15 +139,15 @@ def test_an_unknown_enum_name_is_refused_not_taken_for_zero(
 
 def test_enums_are_taken_as_integers_names_and_unknown_integers() -> None:
     for kind, expected in ((b"2", 2), (b'"SPAN_KIND_SERVER"', 2), (b"42", 42)):
-        raw = json_to_protobuf(SPAN_KIND % kind, ExportTraceServiceRequest)
+        raw, _ = json_to_protobuf(SPAN_KIND % kind, ExportTraceServiceRequest)
         span = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
         assert span.kind == expected
-    raw = json_to_protobuf(
+    raw, _ = json_to_protobuf(
         SEVERITY % (b"severityNumber", b'"SEVERITY_NUMBER_WARN"'), ExportLogsServiceRequest
     )
     record = ExportLogsServiceRequest.FromString(raw).resource_logs[0].scope_logs[0].log_records[0]
     assert record.severity_number == 13
-    raw = json_to_protobuf(
+    raw, _ = json_to_protobuf(
         TEMPORALITY % (b"aggregation_temporality", b'"AGGREGATION_TEMPORALITY_DELTA"'),
         ExportMetricsServiceRequest,
     )
@@ -160,7 +160,7 @@ def test_an_attribute_named_like_an_enum_field_is_a_value_like_any_other() -> No
         b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [{"key": "kind", '
         b'"value": {"stringValue": "SPAN_KIND_SERVR"}}]}]}]}]}'
     )
-    raw = json_to_protobuf(body, ExportTraceServiceRequest)
+    raw, _ = json_to_protobuf(body, ExportTraceServiceRequest)
     span = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
     assert span.attributes[0].value.string_value == "SPAN_KIND_SERVR"
 
@@ -195,7 +195,7 @@ def test_an_enum_that_is_no_32_bit_integer_is_refused_not_truncated(kind: bytes)
     """Protobuf's parser took 2.5 for 2 (SERVER), true for 1 and 2^32 + 2 for 2."""
     with pytest.raises(InvalidRequestError, match="must be an enum name or a 32-bit integer"):
         json_to_protobuf(SPAN_KIND % kind, ExportTraceServiceRequest)
-    raw = json_to_protobuf(SPAN_KIND % b"2.0", ExportTraceServiceRequest)
+    raw, _ = json_to_protobuf(SPAN_KIND % b"2.0", ExportTraceServiceRequest)
     span = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
     assert span.kind == 2
 
@@ -206,7 +206,7 @@ def test_an_unknown_field_is_ignored_whatever_it_holds() -> None:
     future = {"traceId": "not hex", "kind": "NOPE", "status": "x"}
     span = {"traceId": TRACE, "spanId": SPAN, "name": "s", "futureField": future}
     body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
-    raw = json_to_protobuf(body.encode(), ExportTraceServiceRequest)
+    raw, _ = json_to_protobuf(body.encode(), ExportTraceServiceRequest)
     stored = ExportTraceServiceRequest.FromString(raw).resource_spans[0].scope_spans[0].spans[0]
     assert stored.trace_id.hex() == TRACE and stored.name == "s"
 
@@ -218,3 +218,21 @@ def test_a_boolean_for_a_double_is_refused_not_taken_for_one() -> None:
     )
     with pytest.raises(InvalidRequestError, match="doubleValue must be a number"):
         json_to_protobuf(body, ExportTraceServiceRequest)
+
+
+def test_a_lone_surrogate_is_repaired_and_counted() -> None:
+    """JSON can escape half an emoji ("\\ud83d", which the JS SDK's length limit leaves);
+    protobuf refuses it like bytes that are not UTF-8, so it is U+FFFD, and counted. A pair
+    of escapes is the emoji itself."""
+    body = (
+        b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"ab\\ud83d"},'
+        b'"attributes":[{"key":"k\\udc00","value":{"stringValue":"\\ud83d\\ude00"}}]}]}]}]}'
+    )
+    raw, repairs = json_to_protobuf(body, ExportLogsServiceRequest)
+    record = ExportLogsServiceRequest.FromString(raw).resource_logs[0].scope_logs[0].log_records[0]
+    assert record.body.string_value == "ab\ufffd"
+    assert record.attributes[0].key == "k\ufffd"
+    assert record.attributes[0].value.string_value == "\U0001f600"
+    assert repairs is not None and repairs.strings == 2
+    assert repairs.first_field == "resource_logs.scope_logs.log_records.body.string_value"
+    assert json_to_protobuf(b'{"resourceLogs":[]}', ExportLogsServiceRequest)[1] is None
