@@ -169,9 +169,9 @@ def test_a_value_the_sdk_cut_inside_an_emoji_is_stored_repaired(
     protocol: str, bridge: RunningBridge, lakehouse: Path
 ) -> None:
     """The JS SDK's attribute length limit counts UTF-16 code units, so a cut can leave half of
-    an emoji: a lone surrogate, sent as the JSON escape "\\ud83d" or as bytes that are not
-    UTF-8. It is stored with U+FFFD in its place and the span kept (before 2026-11-29 every
-    protocol's export was refused whole, 400 / INVALID_ARGUMENT, and the SDK dropped it)."""
+    an emoji: a lone surrogate. Its protobuf exporters encode it as U+FFFD themselves; the
+    http/json one sends the escape "\\ud83d", which was refused whole (400, before 2026-11-29)
+    and the span dropped. Every protocol now stores U+FFFD in its place."""
     service = f"js-cut-{protocol.replace('/', '-')}"
     recorded = _export(protocol, bridge, service, TRUNCATED)
     assert recorded[0]["attributes"] == {"text": "abcd\ud83d", "plain": "ok"}

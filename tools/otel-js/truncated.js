@@ -1,7 +1,7 @@
 // A span whose attribute value the SDK's own length limit cuts in the middle of an emoji: the
 // JS SDK truncates by UTF-16 code units (`attributeValueLengthLimit`), so the value ends in a
-// lone surrogate, which its exporters send as the JSON escape "\ud83d" (http/json) or as bytes
-// that are not UTF-8 (protobufjs: http/protobuf, grpc). `node truncated.js <protocol>
+// lone surrogate, which its http/json exporter sends as the JSON escape "\ud83d" (its protobuf
+// exporters encode it as U+FFFD themselves). `node truncated.js <protocol>
 // <endpoint> <service>` as export.js; prints the recorded attributes as one JSON line (the lone
 // surrogate escaped); exits 1 if the exporter reports anything but success.
 "use strict";
