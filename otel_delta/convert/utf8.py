@@ -12,7 +12,8 @@ in partial_success's error_message (a warning: nothing is rejected).
 
 This runs only after a parse has failed, so its cost is paid by such requests alone. The walk
 here is the reference; the native extension has the same walk (native/src/utf8.rs), which the
-receiver uses when `receiver.native_convert` lets it.
+receiver uses when `receiver.native_convert` lets it. OTLP/JSON's counterpart, a lone surrogate
+escape, is `without_lone_surrogates` (transports/otlp_json.py calls it on each string).
 """
 
 from __future__ import annotations
