@@ -47,6 +47,17 @@ def _says(error: BaseException, markers: tuple[str, ...]) -> bool:
     return any(marker in text for marker in markers)
 
 
+# how delta-rs says the table's protocol asks its writers for a feature it cannot write (e.g.
+# in-commit timestamps, which a Spark user can turn on with SET TBLPROPERTIES): no attempt of
+# the same commit can succeed until the feature is dropped from the table
+UNWRITABLE_FEATURE_MARKERS = ("Unsupported table features required",)
+
+
+def unwritable_features(error: BaseException) -> bool:
+    """Does the table ask for a writer feature this engine cannot write?"""
+    return _says(error, UNWRITABLE_FEATURE_MARKERS)
+
+
 def duplicate_source_rows(error: BaseException) -> bool:
     """Did a merge fail because several source rows matched one target row?"""
     return _says(error, DUPLICATE_SOURCE_MARKERS)

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ from deltalake import (
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from otel_delta.engines import local_commit
-from otel_delta.engines.base import rows_rejected
+from otel_delta.engines.base import rows_rejected, unwritable_features
 from otel_delta.engines.checkpoint_thinning import checkpoint_gone
 from otel_delta.engines.commit_log import log_entry, own_commit
 from otel_delta.engines.data_files import (
@@ -52,6 +53,7 @@ from otel_delta.tables.versions import conform
 
 log = logging.getLogger(__name__)
 
+DELTALAKE_VERSION = version("deltalake")
 TRANSIENT_RETRIES = 3  # attempts after the first, for I/O errors and races delta-rs gave up on
 
 
@@ -238,6 +240,14 @@ class DeltaRsEngine:
             if rows_rejected(exc):  # not retried: these rows can never commit
                 first = describe(exc).split(" Preview of invalid data")[0]
                 raise RowsRejectedError(f"{table_name} refused the rows: {first}") from exc
+            if unwritable_features(exc):  # not retried: no attempt can commit until it is gone
+                raise CommitError(
+                    f"table {table_name} asks its writers for a table feature delta-rs "
+                    f"{DELTALAKE_VERSION} cannot write ({describe(exc)}; turned on by another "
+                    "writer, e.g. Spark's ALTER TABLE ... SET TBLPROPERTIES): nothing is "
+                    "committed to it until the feature is dropped (Spark: ALTER TABLE ... "
+                    "DROP FEATURE <name>)"
+                ) from exc
             raise
 
     def _write(
