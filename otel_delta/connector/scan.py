@@ -26,11 +26,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
+from deltalake.exceptions import DeltaProtocolError
 
 from otel_delta.connector.bloom import hash_value, may_contain, may_hold, read_bitset
 from otel_delta.connector.predicates import Predicate
 from otel_delta.connector.pruning import FileStats, may_match
 from otel_delta.engines.data_files import local_filesystem
+from otel_delta.errors import TableUnreadableError, describe
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ def files_dataset(delta: DeltaTable, files: list[FileStats]) -> ds.FileSystemDat
     import pyarrow.dataset as ds
 
     if any(urlparse(f.path).scheme for f in files):  # absolute URIs (e.g. a shallow clone)
-        everything = delta.to_pyarrow_dataset()
+        everything = pyarrow_dataset(delta)
         by_path = {fragment.path: fragment for fragment in everything.get_fragments()}
         return ds.FileSystemDataset(
             [by_path.get(unquote(f.path)) or by_path[f.path] for f in files],
@@ -84,7 +86,7 @@ def files_dataset(delta: DeltaTable, files: list[FileStats]) -> ds.FileSystemDat
             everything.format,
             filesystem=everything.filesystem,
         )
-    empty = delta.to_pyarrow_dataset(file_pruning_predicate="false")
+    empty = pyarrow_dataset(delta, file_pruning_predicate="false")
     schema = empty.schema
     filesystem = local_filesystem(delta.table_uri) or empty.filesystem
     fragments = [
@@ -96,6 +98,22 @@ def files_dataset(delta: DeltaTable, files: list[FileStats]) -> ds.FileSystemDat
         for f in files
     ]
     return ds.FileSystemDataset(fragments, schema, empty.format, filesystem=filesystem)
+
+
+def pyarrow_dataset(delta: DeltaTable, **options: Any) -> ds.Dataset:
+    """delta-rs's pyarrow dataset of the table, or TableUnreadableError when the table asks
+    readers for a feature that dataset cannot apply: deletion vectors, which a Spark user's
+    DELETE writes once they turned them on (delta-rs 1.6.6 applies them in DataFusion only).
+    Reading the files as they are would return the deleted rows."""
+    try:
+        return delta.to_pyarrow_dataset(**options)
+    except DeltaProtocolError as exc:
+        raise TableUnreadableError(
+            delta.metadata().name or "?",
+            delta.table_uri,
+            f"{describe(exc)} (read it with Spark; to drop deletion vectors from the table, "
+            "Spark: ALTER TABLE ... DROP FEATURE deletionVectors)",
+        ) from exc
 
 
 def _partition_expression(values: dict[str, Any], schema: pa.Schema) -> pc.Expression:

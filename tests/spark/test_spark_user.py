@@ -9,6 +9,9 @@ import pytest
 from deltalake import DeltaTable
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
+from otel_delta import DeltaConfig, DeltaLakeConnector
+from otel_delta.errors import TableUnreadableError
+from tests import corpus
 from tests.helpers import ServeProcess, bridge_config, wait_until
 from tests.wal.test_crash import SPANS_PER_REQUEST, request
 
@@ -66,3 +69,20 @@ def test_a_feature_delta_rs_cannot_write_holds_commits_with_one_line(tmp_path: P
     assert sorted(stored(spans)) == sorted(acked)
     by_spark = [r.span_id for r in spark.sql(f"SELECT span_id FROM {table}").collect()]
     assert sorted(by_spark) == sorted(acked)
+
+
+def test_the_connector_refuses_a_table_with_deletion_vectors_in_one_line(
+    bridge, lakehouse: Path, spark
+) -> None:
+    """A Spark user turns deletion vectors on and deletes rows: the connector's query (whose
+    scans read the Parquet files through delta-rs's pyarrow dataset, which cannot apply them)
+    refuses the table with our error, naming it and the way out, not delta-rs's own."""
+    traces, _, _ = bridge.stubs(bridge.channel())
+    traces.Export(corpus.trace_request())
+    table = f"delta.`{lakehouse / 'spans'}`"
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors'=true)")
+    spark.sql(f"DELETE FROM {table} WHERE kind = 'SPAN_KIND_SERVER'")
+
+    spans = DeltaLakeConnector(DeltaConfig.for_path(lakehouse)).table("spans")
+    with pytest.raises(TableUnreadableError, match=r"spans.*deletionVectors.*DROP FEATURE"):
+        spans.query().to_arrow()
