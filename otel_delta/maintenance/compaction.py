@@ -192,6 +192,13 @@ def compact(
     vectors or column mapping, e.g. turned on by a user's Spark) is left to delta-rs."""
     total = CompactionResult()
     if not plain_parquet(delta):
+        # said every round: without it, today's small files piled up with no word of why
+        log.warning(
+            "compaction skips %s: its files need deletion vectors or column mapping applied "
+            "to be read (turned on by another writer, e.g. Spark); closed days are left to "
+            "delta-rs's optimize, today's files stay as written until the feature is dropped",
+            delta.table_uri,
+        )
         return total
     groups = plan(
         candidates(delta),

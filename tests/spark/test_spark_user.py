@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import grpc
@@ -11,6 +12,8 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
 from otel_delta import DeltaConfig, DeltaLakeConnector
 from otel_delta.errors import TableUnreadableError
+from otel_delta.maintenance.compaction import CompactionResult, RewriteOptions, compact
+from otel_delta.tables import TABLES
 from tests import corpus
 from tests.helpers import ServeProcess, bridge_config, wait_until
 from tests.wal.test_crash import SPANS_PER_REQUEST, request
@@ -72,7 +75,7 @@ def test_a_feature_delta_rs_cannot_write_holds_commits_with_one_line(tmp_path: P
 
 
 def test_the_connector_refuses_a_table_with_deletion_vectors_in_one_line(
-    bridge, lakehouse: Path, spark
+    bridge, lakehouse: Path, spark, caplog
 ) -> None:
     """A Spark user turns deletion vectors on and deletes rows: the connector's query (whose
     scans read the Parquet files through delta-rs's pyarrow dataset, which cannot apply them)
@@ -86,3 +89,10 @@ def test_the_connector_refuses_a_table_with_deletion_vectors_in_one_line(
     spans = DeltaLakeConnector(DeltaConfig.for_path(lakehouse)).table("spans")
     with pytest.raises(TableUnreadableError, match=r"spans.*deletionVectors.*DROP FEATURE"):
         spans.query().to_arrow()
+    # and the compaction of today's files skips the table, saying so (it said nothing)
+    with caplog.at_level(logging.WARNING, logger="otel_delta.maintenance.compaction"):
+        result = compact(
+            DeltaTable(str(lakehouse / "spans")), TABLES["spans"].layout, RewriteOptions()
+        )
+    assert result == CompactionResult()
+    assert "compaction skips" in caplog.text and "deletion vectors" in caplog.text
