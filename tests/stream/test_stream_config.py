@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +10,7 @@ from otel_delta.cli import main
 from otel_delta.config import Settings, StreamSettings, load_settings
 from otel_delta.errors import ConfigError
 from otel_delta.stream.job import checkpoint_location
-from tests.tools import ROOT
+from tests.stream.test_stream import run_stream
 
 
 def test_defaults_are_the_collector_kafka_exporters() -> None:
@@ -114,13 +112,6 @@ def test_a_kafka_option_the_consumer_cannot_take_is_one_config_line(
         '[stream]\nbootstrap_servers = "127.0.0.1:9"\nadmin_endpoint = ""\n'
         f"[stream.kafka_options]\n{option}\n"
     )
-    child = subprocess.run(
-        [sys.executable, "-m", "otel_delta.cli", "stream", "--once", "--config", str(config)],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    child = run_stream(config)
     assert child.returncode == 2, child.stderr[-3000:]
     assert child.stderr.strip().splitlines()[-1] == f"otel-delta: config error: {last_line}"
