@@ -13,7 +13,9 @@ and what protobuf's parser, told to ignore unknown fields, would take silently i
 a string or a list where a message belongs (it iterates it as if its characters were field
 names: `"body": "hello"` was stored as an empty log body), an enum that is neither a name
 nor a 32-bit integer (`"kind": 2.5` was SERVER, `true` INTERNAL, 2^32 + 2 SERVER), and a
-boolean for a double (`"doubleValue": true` was 1.0).
+boolean for a double (`"doubleValue": true` was 1.0). A string holding a lone surrogate escape
+(`"\\ud83d"`, half an emoji), which protobuf refuses, gets U+FFFD in its place and is counted
+for the client's warning, as the receiver repairs protobuf strings that are not UTF-8.
 """
 
 from __future__ import annotations
