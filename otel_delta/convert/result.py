@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from otel_delta.tables import TABLES
+
+if TYPE_CHECKING:
+    from otel_delta.convert.utf8 import StringRepairs
 
 MAX_REPORTED_ERRORS = 3
 
@@ -24,6 +28,12 @@ class Rejections:
     def add(self, message: str) -> None:
         self.count += 1
         self.note(message)
+
+    def repaired(self, repairs: StringRepairs) -> None:
+        """Strings stored repaired (convert/utf8.py): the client's warning, the operators'
+        count. Drops nothing."""
+        self.note(repairs.warning)
+        self.repaired_strings += repairs.strings
 
     def note(self, message: str) -> None:
         """Report a problem that drops nothing countable (e.g. a metric without data)."""

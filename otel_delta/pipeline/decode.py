@@ -61,8 +61,7 @@ def decode(signal: Signal, raw: bytes, native: bool = False) -> Converted:
             converted = _decode(signal, repaired.data, native)
         except InvalidRequestError:
             raise refused from None  # not UTF-8 alone: the answer is the first refusal
-    converted.rejected.note(repaired.warning)
-    converted.rejected.repaired_strings += repaired.strings
+    converted.rejected.repaired(repaired)
     return converted
 
 

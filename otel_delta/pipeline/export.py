@@ -128,8 +128,7 @@ class ExportPipeline:
         if not isinstance(converted, Converted):
             return converted
         if request.repairs is not None:
-            converted.rejected.note(request.repairs.warning)
-            converted.rejected.repaired_strings += request.repairs.strings
+            converted.rejected.repaired(request.repairs)
         clock.done("convert")
         return request.logged, request.encoding, converted
 
