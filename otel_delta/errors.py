@@ -121,6 +121,13 @@ class CommitError(OtelDeltaError):
     """A Delta commit failed after retries; the rows it held were not stored (UNAVAILABLE)."""
 
 
+class MalformedVarintError(OtelDeltaError):
+    """Bytes that should hold a varint (protobuf's wire format, Thrift's compact protocol) end
+    inside it or hold more than 64 bits (convert/wire.py); each reader turns it into its own
+    answer (a request left unrepaired, a bloom filter left unread), so it never reaches a
+    client."""
+
+
 # --- connector API (otel_delta.connector) ---
 
 

@@ -19,6 +19,8 @@ from functools import lru_cache
 from typing import Any
 
 from otel_delta.connector.predicates import And, Compare, In, Node, Or
+from otel_delta.convert.wire import read_varint
+from otel_delta.errors import MalformedVarintError
 
 _MASK64 = (1 << 64) - 1
 _P1 = 0x9E3779B185EBCA87
@@ -43,7 +45,6 @@ _HEADER_READ = 64  # bytes enough for a filter's header when the footer does not
 # Thrift compact protocol field types a BloomFilterHeader holds
 _I32 = 5
 _STRUCT = 12
-_VARINT_BYTES = 10  # a 64-bit varint's longest form
 _HEADER_DEPTH = 2  # the header, a union, the union's empty member struct
 _FIRST_MEMBER: dict = {1: {}}  # a union holding its field 1, an empty struct
 
@@ -126,17 +127,12 @@ def may_contain(bitset: bytes, hashed: int) -> bool:
 
 
 def _varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    for _ in range(_VARINT_BYTES):
-        if at >= len(data):
-            raise ValueError("truncated bloom filter header")
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-    raise ValueError("a bloom filter header's number runs past 64 bits")
+    """A compact-protocol varint (protobuf's encoding: convert/wire.py), failing as the
+    header's other faults do."""
+    try:
+        return read_varint(data, at)
+    except MalformedVarintError as exc:
+        raise ValueError(f"bloom filter header: {exc}") from None
 
 
 Struct = dict[int, "int | Struct"]

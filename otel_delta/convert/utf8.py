@@ -26,6 +26,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from otel_delta.convert import native as native_convert
+from otel_delta.convert.wire import encode_varint, read_varint
+from otel_delta.errors import MalformedVarintError
 
 M = TypeVar("M", bound=Message)
 
@@ -71,29 +73,6 @@ def without_lone_surrogates(text: str) -> str | None:
     except UnicodeEncodeError:
         return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
     return None
-
-
-def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
-    """A varint of at most 64 bits, as protobuf's parsers (and native/src/wire.rs) read one."""
-    value = 0
-    for shift in range(0, 70, 7):
-        if pos >= len(buf) or (shift == 63 and buf[pos] > 1):
-            raise _Malformed
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-    raise _Malformed
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _is_utf8(value: memoryview) -> bool:
@@ -159,7 +138,7 @@ class _Walk:
             if key < 0x80:
                 pos += 1
             else:
-                key, pos = _varint(buf, pos)
+                key, pos = read_varint(buf, pos)
             if key < 8 or key >> 3 > _MAX_FIELD_NUMBER:
                 raise _Malformed
             wire_type = key & 7
@@ -169,7 +148,7 @@ class _Walk:
                 if length < 0x80:
                     pos += 1
                 else:
-                    length, pos = _varint(buf, pos)
+                    length, pos = read_varint(buf, pos)
                 start, pos = pos, pos + length
                 if pos > size:
                     raise _Malformed
@@ -188,10 +167,10 @@ class _Walk:
                     self.strings += 1
                     self.first_field = self.first_field or ".".join((*path, name))
                     repaired = codecs.utf_8_decode(value, "replace", True)[0].encode("utf-8")
-                pieces += [buf[kept:length_at], _encode_varint(len(repaired)), repaired]
+                pieces += [buf[kept:length_at], encode_varint(len(repaired)), repaired]
                 kept = pos
             elif wire_type == _VARINT:
-                _, pos = _varint(buf, pos)
+                _, pos = read_varint(buf, pos)
             elif wire_type in (_FIXED64, _FIXED32):
                 pos += 8 if wire_type == _FIXED64 else 4
                 if pos > size:
@@ -219,7 +198,8 @@ def repair(descriptor: Descriptor, raw: bytes, native: bool = False) -> Repaired
     walk = _Walk(table)
     try:
         data = walk.message(0, memoryview(raw), ())
-    except (_Malformed, RecursionError, IndexError):  # IndexError: a length cut off
+    # IndexError: a length cut off
+    except (_Malformed, MalformedVarintError, RecursionError, IndexError):
         return None
     if data is None:
         return None

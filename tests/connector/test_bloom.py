@@ -185,3 +185,12 @@ def test_a_malformed_header_is_refused_at_once(data: bytes) -> None:
     with pytest.raises(ValueError):
         parse_header(data)
     assert _bitset(data, len(data)) is None
+
+
+def test_a_header_holding_a_number_past_64_bits_is_refused() -> None:
+    # a field the reader does not look at (5, an i32) holding a 10-byte varint whose last
+    # byte is 2: no writer makes it (Thrift's i32 is 5 bytes at most), protobuf's rule refuses it
+    data = header(32)[:-1] + b"\x15" + b"\xff" * 9 + b"\x02" + b"\x00" + bytes(32)
+    with pytest.raises(ValueError, match="past 64 bits"):
+        parse_header(data)
+    assert _bitset(data, len(data)) is None
