@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from otel_delta.backfill.files import looks_like_json
 from otel_delta.convert import utf8
 from otel_delta.errors import InvalidRequestError
 from otel_delta.signals import SIGNALS_BY_NAME, Signal
@@ -115,16 +117,34 @@ def decode_proto(payload: bytes) -> tuple[Signal, Message]:
     raise UndecodableRecord(f"not an OTLP protobuf Export request ({detail})")
 
 
+def decode_payload(
+    payload: bytes, proto: Callable[[bytes], tuple[Signal, Message]] = decode_proto
+) -> tuple[Signal, Message]:
+    """A file's record or a Kafka message, OTLP/JSON or protobuf by its first bytes (the one
+    rule, for the backfill and the stream): `{` is JSON (0x7b would begin a protobuf group,
+    which no OTLP request has); anything else but whitespace then `{` is protobuf. Whitespace
+    then `{` is JSON so written, or a protobuf request whose first field is 123 bytes long
+    (b"\\x0a\\x7b" is a newline and a brace too: the backfill sent such records to the dead
+    letters): JSON if it decodes as JSON (a protobuf request, with its control bytes and
+    binary ids, is not JSON), else protobuf (tried second: JSON text can parse as protobuf,
+    as fields nobody asked for); if neither, JSON's error. `proto`: the protobuf decoder (the
+    stream's knows the signal from the topic), raising UndecodableRecord when it refuses."""
+    if payload[:1] == b"{":
+        return decode_json(payload)
+    if not looks_like_json(payload):
+        return proto(payload)
+    try:
+        return decode_json(payload)
+    except UndecodableRecord as not_json:
+        try:
+            return proto(payload)
+        except UndecodableRecord:
+            raise not_json from None
+
+
 def decode_record(payload: bytes, json_line: bool = False) -> tuple[Signal, Message]:
     """`json_line`: a line of an OTLP/JSON file, decoded as JSON whatever it starts with, so a
     line such as `null` is "not a JSON object", not a protobuf message that does not parse."""
-    if json_line or payload[:1] == b"{":
+    if json_line:
         return decode_json(payload)
-    if payload.lstrip()[:1] == b"{":
-        # JSON after whitespace, or a protobuf request whose first group is 123 bytes long:
-        # b"\x0a\x7b" is a newline and `{` too (such records went to the dead letters)
-        try:
-            return decode_proto(payload)
-        except UndecodableRecord:
-            return decode_json(payload)
-    return decode_proto(payload)
+    return decode_payload(payload)

@@ -122,6 +122,10 @@ def decompress(data: bytes) -> tuple[bytes, str | None]:
 
 
 def looks_like_json(data: bytes) -> bool:
+    """Whether `data` begins, after any whitespace, with `{`: OTLP/JSON, a file of its lines or
+    one record or Kafka message. Also true of a protobuf request whose first field is 123
+    bytes long (b"\\n{": a newline and a brace), which only decoding tells apart
+    (backfill/decode.py `decode_payload`, the one rule for a record or message)."""
     return data.lstrip()[:1] == b"{"
 
 

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 from google.protobuf.message import DecodeError, Message
 
-from otel_delta.backfill.decode import UndecodableRecord, decode_json
+from otel_delta.backfill.decode import UndecodableRecord, decode_payload
 from otel_delta.backfill.stage import MAX_RAW_BYTES
 from otel_delta.convert import utf8
 from otel_delta.engines.data_files import table_filesystem, write_partitioned
@@ -113,19 +113,20 @@ def dead_letter(topic: str, partition: int, offset: int, reason: str, value: byt
 
 
 def decode(signal: Signal, value: bytes) -> Message:
-    """A message of `signal`'s topic → its Export request: OTLP/JSON when it starts with `{`
-    (the exporter's `encoding: otlp_json`, decoded as the backfill decodes OTLP/JSON), else
-    protobuf (`otlp_proto`; strings that are not UTF-8 repaired, convert/utf8.py). No lstrip:
-    0x0a, a protobuf request's first byte, is whitespace.
+    """A message of `signal`'s topic → its Export request: OTLP/JSON (the exporter's `encoding:
+    otlp_json`) or protobuf (`otlp_proto`; strings that are not UTF-8 repaired,
+    convert/utf8.py), told apart as the backfill tells its records (`decode_payload`).
     UndecodableRecord: the message is neither, or is another signal's."""
-    if value[:1] != b"{":
+
+    def proto(payload: bytes) -> tuple[Signal, Message]:
         try:
-            return utf8.parse(signal.request, value)[0]
+            return signal, utf8.parse(signal.request, payload)[0]
         except (DecodeError, RecursionError) as exc:
             raise UndecodableRecord(
                 f"not an OTLP protobuf {signal.request.__name__}: {exc}"
             ) from None
-    found, request = decode_json(value)
+
+    found, request = decode_payload(value, proto)
     if found is not signal:
         raise UndecodableRecord(
             f"an OTLP/JSON {found.request.__name__} on a topic of {signal.name}"

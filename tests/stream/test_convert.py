@@ -34,3 +34,42 @@ def test_a_message_with_strings_that_are_not_utf8_is_stored_repaired() -> None:
     tables, dead, rejected = convert_messages(messages(latin1), {"otlp_logs": "logs"})
     assert (dead, rejected) == ([], 0)
     assert pa.concat_tables(tables["logs"]).column("body").to_pylist() == ["\ufffdt"] * 2
+
+
+def logs_request(body: str) -> ExportLogsServiceRequest:
+    record = logs_pb2.LogRecord(body=AnyValue(string_value=body))
+    return ExportLogsServiceRequest(
+        resource_logs=[logs_pb2.ResourceLogs(scope_logs=[logs_pb2.ScopeLogs(log_records=[record])])]
+    )
+
+
+def test_a_message_whose_first_bytes_read_as_a_newline_and_a_brace_is_protobuf() -> None:
+    """A request whose first resource group is 123 bytes long starts with b"\\n{", as OTLP/JSON
+    after a newline does: told apart by the backfill's rule (backfill/decode.py)."""
+    value = next(
+        v
+        for v in (logs_request("x" * n).SerializeToString() for n in range(1, 200))
+        if v[:2] == b"\n{"
+    )
+    tables, dead, rejected = convert_messages(messages(value), {"otlp_logs": "logs"})
+    assert (dead, rejected) == ([], 0)
+    assert pa.concat_tables(tables["logs"]).num_rows == 1
+
+
+def test_a_json_message_after_whitespace_is_json() -> None:
+    """OTLP/JSON is told by its `{` after any whitespace, in a Kafka message as in a file's
+    record; the stream took such a message for protobuf, and sent it to the dead letters."""
+    json_logs = b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"j"}}]}]}]}'
+    values = [b"\n" + json_logs, b" \r\n\t" + json_logs]
+    tables, dead, rejected = convert_messages(messages(*values), {"otlp_logs": "logs"})
+    assert (dead, rejected) == ([], 0)
+    assert pa.concat_tables(tables["logs"]).column("body").to_pylist() == ["j", "j"]
+
+
+def test_a_message_that_is_neither_goes_to_the_dead_letters_with_why() -> None:
+    values = [b"\n{ not json", b"\x0a\x05junk", b'{"resourceSpans":[]}']
+    _, dead, _ = convert_messages(messages(*values), {"otlp_logs": "logs"})
+    reasons = [d["reason"].split(": ", 1)[1] for d in dead]
+    assert reasons[0].startswith("invalid JSON")
+    assert reasons[1].startswith("not an OTLP protobuf ExportLogsServiceRequest")
+    assert reasons[2] == "an OTLP/JSON ExportTraceServiceRequest on a topic of logs"
