@@ -19,6 +19,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from otel_delta.connector.history_metrics import normalized
+
 
 @dataclass(frozen=True)
 class UpsertResult:
@@ -108,6 +110,33 @@ class HistoryEntry:
     num_records: int | None
     # `metrics` under one set of names on either engine, as ints (connector/history_metrics.py)
     normalized_metrics: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of_commit(
+        cls,
+        version: int,
+        timestamp: datetime,
+        operation: str,
+        parameters: dict[str, Any],
+        metrics: dict[str, Any],
+        user: str | None,
+        normalized_metrics: dict[str, int] | None = None,
+    ) -> HistoryEntry:
+        """The entry of a commit with these `metrics`: `normalized_metrics` from them unless
+        given (or given empty: the ConnectorService sends them, a server older than them
+        none), `num_records` their `rows_written`. One rule, for the connector's history and
+        the ConnectorService's client alike."""
+        figures = normalized_metrics or normalized(metrics)
+        return cls(
+            version=version,
+            timestamp=timestamp,
+            operation=operation,
+            parameters=parameters,
+            metrics=metrics,
+            user=user,
+            num_records=figures.get("rows_written"),
+            normalized_metrics=figures,
+        )
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
 from otel_delta.connector import audit, erasure, maintenance, redaction
 from otel_delta.connector import upsert as upsert_ops
-from otel_delta.connector.history_metrics import normalized
 from otel_delta.connector.operation_metrics import OperationMetrics, OperationStats, measured
 from otel_delta.connector.predicates import (
     Column,
@@ -739,18 +738,14 @@ class Table:
             whole_number(limit, "limit", minimum=1)
         entries = []
         for commit in self._history(limit):
-            metrics = commit_metrics(commit)
-            figures = normalized(metrics)
             entries.append(
-                HistoryEntry(
+                HistoryEntry.of_commit(
                     version=int(commit["version"]),
                     timestamp=datetime.fromtimestamp(commit["timestamp"] / 1000, UTC),
                     operation=str(commit.get("operation", "")),
                     parameters=dict(commit.get("operationParameters") or {}),
-                    metrics=dict(metrics),
+                    metrics=dict(commit_metrics(commit)),
                     user=commit.get("userName") or commit.get("engineInfo"),
-                    num_records=figures.get("rows_written"),
-                    normalized_metrics=figures,
                 )
             )
         return entries

@@ -11,7 +11,6 @@ from typing import Any
 import grpc
 import pyarrow as pa
 
-from otel_delta.connector.history_metrics import normalized
 from otel_delta.connector.results import HistoryEntry
 from otel_delta.remote.protocol import generated, read_ipc
 
@@ -56,18 +55,15 @@ class ConnectorClient:
         )
         entries = []
         for e in answer.entries:
-            metrics = json.loads(e.metrics_json) if e.metrics_json else {}
-            figures = dict(e.normalized_metrics) or normalized(metrics)
             entries.append(
-                HistoryEntry(
+                HistoryEntry.of_commit(
                     version=e.version,
                     timestamp=datetime.fromtimestamp(e.timestamp_ms / 1000, UTC),
                     operation=e.operation,
                     parameters=json.loads(e.parameters_json) if e.parameters_json else {},
-                    metrics=metrics,
+                    metrics=json.loads(e.metrics_json) if e.metrics_json else {},
                     user=None,
-                    num_records=figures.get("rows_written"),
-                    normalized_metrics=figures,
+                    normalized_metrics=dict(e.normalized_metrics),
                 )
             )
         return entries
