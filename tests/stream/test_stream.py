@@ -20,7 +20,11 @@ import grpc
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.logs.v1 import logs_pb2
 
 from otel_delta.faults import CRASH_EXIT_CODE
 from otel_delta.lakehouse import OPERATION
@@ -254,6 +258,39 @@ def test_undecodable_message_goes_to_dead_letters_and_the_rest_is_stored(
     assert dead["raw"] == garbage
     table = DeltaTable(str(tmp_path / "lake" / DEAD_LETTER_TABLE))
     assert table.metadata().description == DEAD_LETTER_DESCRIPTION  # not the backfill's
+
+
+def brace_logs(body: str) -> ExportLogsServiceRequest:
+    record = logs_pb2.LogRecord(
+        time_unix_nano=corpus.T0,
+        observed_time_unix_nano=corpus.T0,
+        body=AnyValue(string_value=body),
+    )
+    return ExportLogsServiceRequest(
+        resource_logs=[logs_pb2.ResourceLogs(scope_logs=[logs_pb2.ScopeLogs(log_records=[record])])]
+    )
+
+
+def test_a_newline_and_a_brace_begin_protobuf_or_json_and_both_are_stored(
+    kafka: KafkaBroker, tmp_path: Path
+) -> None:
+    """A protobuf request whose first resource group is 123 bytes long starts with b"\\n{", as
+    OTLP/JSON after a newline does: each is stored as what it is (the JSON went to the dead
+    letters as protobuf that does not parse; backfill/decode.decode_payload is the one rule)."""
+    names = topics(kafka, "brace", span_partitions=1)
+    protobuf = next(
+        r
+        for r in (brace_logs("p" * n) for n in range(1, 200))
+        if r.SerializeToString()[:2] == b"\n{"
+    )
+    from_json = brace_logs("sent as OTLP/JSON")
+    kafka.produce(
+        names["logs"],
+        [protobuf.SerializeToString(), b"\n" + json_format.MessageToJson(from_json).encode()],
+    )
+    run_once(write_config(tmp_path, kafka, names))
+    assert_stored(tmp_path, {"logs": [protobuf, from_json]})
+    assert not DeltaTable.is_deltatable(str(tmp_path / "lake" / DEAD_LETTER_TABLE))
 
 
 def test_killed_stream_rerun_stores_every_message_exactly_once(
