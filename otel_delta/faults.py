@@ -25,8 +25,15 @@ POINTS = (
 # `otel-delta stream`: an executor converting a micro-batch's messages (pause only); an
 # optimize holding the table's maintenance lease, before it plans (pause only); the closed
 # days' Z-order fallback (closed_days.py) holding the lease, before delta-rs's rewrite; a start
-# replaying the write-ahead log, before each record (pause only: off the event loop, `pausing`)
-PAUSE_POINTS = ("stream-converting", "optimize-leased", "z-order-leased", "wal-replaying")
+# replaying the write-ahead log, before each record (pause only: off the event loop, `pausing`);
+# `otel-delta backfill` with its files planned (the ledger read), before it converts them
+PAUSE_POINTS = (
+    "stream-converting",
+    "optimize-leased",
+    "z-order-leased",
+    "wal-replaying",
+    "backfill-planned",
+)
 _CRASH_AT = os.environ.get("OTEL_DELTA_CRASH_AT", "")
 _PAUSE_AT, _, _PAUSE_SECONDS = os.environ.get("OTEL_DELTA_PAUSE_AT", "").partition(":")
 

@@ -29,6 +29,7 @@ from deltalake import (
     WriterProperties,
     write_deltalake,
 )
+from deltalake.exceptions import CommitFailedError
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
 from otel_delta.config import Settings, SparkSettings, TableSettings
@@ -252,12 +253,21 @@ def append_once(
 ) -> bool:
     """Append `rows` to the bookkeeping table `name` in a commit carrying `transaction`,
     unless the table holds it already (the append ran before a crash, and is being run
-    again); True if written."""
+    again, or another process made it meanwhile); True if written.
+
+    Two processes appending the same transaction at once (the same backfill run twice at
+    once) both find it absent; delta-rs commits one and refuses the other ("Concurrent
+    transaction failed"), which is then not an error: the rows are in the table, once."""
     table = _open_bookkeeping_table(root, name, storage)  # one read of its log, not two
     if holds_transaction(table, transaction):
         return False
     commit = CommitProperties(app_transactions=[transaction])
-    write_deltalake(table, rows, mode="append", commit_properties=commit)
+    try:
+        write_deltalake(table, rows, mode="append", commit_properties=commit)
+    except CommitFailedError:
+        if holds_transaction(_open_bookkeeping_table(root, name, storage), transaction):
+            return False
+        raise
     return True
 
 

@@ -6,7 +6,9 @@ Idempotency, in two layers:
 - the commits of one load carry the Delta transaction id `otel-delta-backfill-<batch>` (batch =
   hash of the new files' hashes), so a load that died after some table commits and is re-run
   with the same files skips the tables already committed (Spark skips a recorded txn itself;
-  the delta-rs path checks `transaction_version`) and then records the files.
+  the delta-rs path checks `transaction_version`) and then records the files. Two runs of the
+  same files at once commit each table's rows once for the same reason; the one whose ledger
+  append finds the batch recorded counts its files as already loaded (run.py).
 
 A file that gave only dead letters (`stage.nothing_decoded`) is not recorded, and its dead
 letters are not part of the load's commit: they are written unless the file has dead letters

@@ -81,6 +81,12 @@ class Loaded:
             }
         )
 
+    def recorded_elsewhere(self) -> Loaded:
+        """These counts without the loaded files, which another run recorded in the ledger
+        (the same files, loaded at the same time) and counts itself; the files not loaded
+        stay, as a re-run would read them again."""
+        return Loaded(not_loaded=self.not_loaded)
+
     @property
     def total_rows(self) -> int:
         return sum(f["rows"] for f in self.files)

@@ -14,6 +14,7 @@ from otel_delta.backfill.progress import Progress
 from otel_delta.config import Settings
 from otel_delta.engines import DeltaRsEngine, EngineName, Engines
 from otel_delta.errors import BackfillError, OtelDeltaError, store_errors_named
+from otel_delta.faults import pause_point
 from otel_delta.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ def backfill(
     files, skipped = plan(paths, loaded_before)
     if not files:
         return BackfillReport(chosen.name, 0, skipped)
+    pause_point("backfill-planned")
     batch = ledger.batch_id([f.sha256 for f in files])
     progress = Progress(len(files), progress_stream, show_progress)
     if isinstance(chosen, DeltaRsEngine):
@@ -94,12 +96,20 @@ def backfill(
     progress.update(len(files), loaded.total_rows, final=True)
     # the rows are committed: if the store fails here, a re-run records the files, adding none
     with store_errors_named(ledger.LEDGER_TABLE, lakehouse.uri(ledger.LEDGER_TABLE)):
-        ledger.append_once(
+        recorded = ledger.append_once(
             lakehouse.root,
             ledger.LEDGER_TABLE,
             ledger.ledger_rows(loaded.files, batch),
             ledger.app_id(batch),
             lakehouse.storage,
+        )
+    if loaded.files and not recorded:
+        # another run of the same files at once recorded them: the same batch, the same txn
+        # ids, so each table committed their rows once, whichever run got there first. That
+        # run counts them loaded; here they are already loaded, as a re-run counts them, or
+        # an operator adding up both runs' summaries counts every file twice.
+        return BackfillReport.of(
+            chosen.name, loaded.recorded_elsewhere(), skipped + len(loaded.files)
         )
     return BackfillReport.of(chosen.name, loaded, skipped)
 

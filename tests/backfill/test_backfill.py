@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import io
+import subprocess
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, Transaction
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from otel_delta import lakehouse
 from otel_delta.backfill import ledger
 from otel_delta.backfill import plan as plan_module
 from otel_delta.backfill.ledger import DEAD_LETTER_TABLE, LEDGER_TABLE
@@ -21,6 +23,7 @@ from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.tables import TABLES
 from tests import corpus
 from tests.backfill.collector import otlp_json, truncated_gzip, write_json_lines, write_proto
+from tests.backfill.test_cli import run as run_cli
 from tests.engines.test_spark import canonical
 
 
@@ -88,6 +91,41 @@ def test_delta_rs_backfill_loads_every_layout_once(tmp_path: Path) -> None:
     again = backfill(settings(root, "delta-rs"), [str(p) for p in files.values()])
     assert again.files_new == 0 and again.files_skipped == 5 and again.rows == {}
     assert versions(root) == before
+
+
+def test_a_ledger_commit_lost_to_the_same_load_at_once_counts_its_files_already_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same backfill run twice at once: both can find the load's transaction absent from
+    the ledger; delta-rs commits one and refuses the other ("Concurrent transaction failed"),
+    which failed that run (exit 1). It recorded nothing and added no rows: it succeeds, and
+    counts the file already loaded. Here the other run, an `otel-delta backfill` process, runs
+    whole right after this one found the ledger without the load."""
+    path = write_json_lines(tmp_path / "logs.json", [corpus.logs_request()])
+    root = tmp_path / "lake"
+    env = {
+        "OTEL_DELTA_DELTALAKE__TABLE_PATH": str(root),
+        "OTEL_DELTA_DELTALAKE__OPERATIONS__ENGINE": "delta-rs",
+    }
+    check = lakehouse.holds_transaction
+    other_runs: list[subprocess.CompletedProcess] = []
+
+    def the_other_run_records_first(table: DeltaTable, transaction: Transaction) -> bool:
+        held = check(table, transaction)
+        if LEDGER_TABLE in table.table_uri and not other_runs:
+            other_runs.append(run_cli(str(path), env=env))
+        return held
+
+    monkeypatch.setattr(lakehouse, "holds_transaction", the_other_run_records_first)
+    report = backfill(settings(root, "delta-rs"), [str(path)], show_progress=False)
+    other = other_runs[0]
+    assert other.returncode == 0, other.stderr
+    assert "1 file(s) loaded with delta-rs, 0 already loaded" in other.stdout
+    assert report.files_new == 0 and report.files_skipped == 1 and report.rows == {}
+    assert report.records == 0
+    logs = SIGNALS_BY_NAME["logs"].convert(corpus.logs_request()).tables["logs"]
+    assert table_rows(root, "logs").num_rows == logs.num_rows
+    assert table_rows(root, LEDGER_TABLE).num_rows == 1
 
 
 @pytest.mark.e2e

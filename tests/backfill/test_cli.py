@@ -87,3 +87,38 @@ def test_wrong_format_leaves_the_file_to_a_run_with_the_right_one(tmp_path: Path
     assert "1 file(s) loaded with delta-rs, 0 already loaded; 1 records" in right.stdout
     rows = SIGNALS_BY_NAME["logs"].convert(corpus.logs_request()).tables["logs"].num_rows
     assert DeltaTable(str(lake / "logs")).count() == rows
+
+
+PAUSE_SECONDS = 6  # longer than one process may start after the other on a busy machine
+
+
+def test_the_same_backfill_twice_at_once_counts_its_files_once(tmp_path: Path) -> None:
+    """Two `otel-delta backfill` of the same file into one lake at once: the rows are stored
+    once, and so are the counts: one run loaded the file, the other found it already loaded
+    (both said "1 file(s) loaded", or the second failed on the ledger's commit: "Concurrent
+    transaction failed"). Each pauses once its files are planned (otel_delta/faults.py), so
+    both plan on an empty ledger however slowly either starts."""
+    path = write_json_lines(tmp_path / "logs.json", [corpus.logs_request()] * 2)
+    lake = tmp_path / "lake"
+    env = {
+        **os.environ,
+        "OTEL_DELTA_DELTALAKE__TABLE_PATH": str(lake),
+        "OTEL_DELTA_DELTALAKE__OPERATIONS__ENGINE": "delta-rs",
+        "OTEL_DELTA_PAUSE_AT": f"backfill-planned:{PAUSE_SECONDS}",
+    }
+    argv = [sys.executable, "-m", "otel_delta.cli", "backfill", str(path)]
+    runs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
+    outcomes = [(run.wait(timeout=120), *run.communicate()) for run in runs]
+
+    assert [code for code, _, _ in outcomes] == [0, 0], outcomes
+    counts = sorted(out.splitlines()[-1].split(";")[0] for _, out, _ in outcomes)
+    assert counts == [
+        "0 file(s) loaded with delta-rs, 1 already loaded",
+        "1 file(s) loaded with delta-rs, 0 already loaded",
+    ], outcomes
+    rows = 2 * SIGNALS_BY_NAME["logs"].convert(corpus.logs_request()).tables["logs"].num_rows
+    assert DeltaTable(str(lake / "logs")).count() == rows
+    assert DeltaTable(str(lake / "_backfill_files")).count() == 1
