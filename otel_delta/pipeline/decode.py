@@ -11,13 +11,15 @@ conversion; Python stays the reference and converts whatever the native side dec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError
 
@@ -31,7 +33,10 @@ from otel_delta.errors import (
 )
 from otel_delta.ipc import from_ipc, to_ipc
 from otel_delta.pipeline.admission import admit
+from otel_delta.pipeline.reservation import Reservation
 from otel_delta.signals import SIGNALS_BY_NAME, Signal
+
+T = TypeVar("T")
 
 
 def use_native(mode: str) -> bool:
@@ -78,20 +83,40 @@ def _decode(signal: Signal, raw: bytes, native: bool) -> Converted:
 
 
 def decode_admitted(
-    signal: Signal, raw: bytes, native: bool, partition_by: Sequence[str]
+    signal: Signal,
+    raw: bytes,
+    native: bool,
+    partition_by: Sequence[str],
+    repairs: utf8.StringRepairs | None = None,
 ) -> Converted:
-    """`decode`, then the admission rules (pipeline/admission.py), in one call: on a converter
-    thread both run there, off the event loop (admission's pyarrow kernels were 3% of the
-    bridge's busy samples under the Collector's metrics load, all on the loop)."""
-    return admit(decode(signal, raw, native), partition_by)
+    """`decode` without its repair, then the admission rules (pipeline/admission.py), in one
+    call: on a converter thread both run there, off the event loop (admission's pyarrow
+    kernels were 3% of the bridge's busy samples under the Collector's metrics load, all on
+    the loop). `Decoder.decode` repairs a request that fails, and calls this again with the
+    repaired bytes and the `repairs` made, which the client is told of."""
+    converted = _decode(signal, raw, native)
+    if repairs is not None:
+        converted.rejected.repaired(repairs)
+    return admit(converted, partition_by)
+
+
+def _repair(signal_name: str, raw: bytes, native: bool) -> utf8.Repaired | None:
+    """`utf8.repair` of a request of this signal, by name: it runs in a worker process too."""
+    return utf8.repair(SIGNALS_BY_NAME[signal_name].request.DESCRIPTOR, raw, native)
 
 
 def _decode_in_worker(
-    signal_name: str, raw: bytes, native: bool, partition_by: Sequence[str]
+    signal_name: str,
+    raw: bytes,
+    native: bool,
+    partition_by: Sequence[str],
+    repairs: utf8.StringRepairs | None = None,
 ) -> tuple[dict[str, bytes], Rejections] | OtelDeltaError:
     """Runs in a worker process; returns plain data (a refusal is returned, not raised)."""
     try:
-        converted = decode_admitted(SIGNALS_BY_NAME[signal_name], raw, native, partition_by)
+        converted = decode_admitted(
+            SIGNALS_BY_NAME[signal_name], raw, native, partition_by, repairs
+        )
     except (InvalidRequestError, RequestTooLargeError) as exc:
         return exc
     return {name: to_ipc(t) for name, t in converted.tables.items()}, converted.rejected
@@ -126,6 +151,12 @@ def _die_with_the_server(server_pid: int) -> None:
         os._exit(0)
 
 
+@contextlib.asynccontextmanager
+async def _nothing_held(nbytes: int) -> AsyncIterator[None]:
+    """`Reservation.beside` where no reservation counts the request (a WAL replay)."""
+    yield
+
+
 class Decoder:
     """Decodes in-process (`workers == 0`) or in a process pool."""
 
@@ -148,26 +179,58 @@ class Decoder:
                 future.result()
 
     async def decode(
-        self, signal: Signal, raw: bytes, partition_by: Sequence[str] = ()
+        self,
+        signal: Signal,
+        raw: bytes,
+        partition_by: Sequence[str] = (),
+        held: Reservation | None = None,
     ) -> Converted:
         """The request's rows, past the admission rules for tables partitioned by
-        `partition_by`."""
+        `partition_by`. A request whose only fault is strings that are not UTF-8 is converted
+        from a repaired copy (`decode`): a second copy of about the request's size, which
+        `held`, the request's reservation, counts for as long as it is kept (BufferFullError
+        if it does not fit by the retry delay)."""
+        try:
+            return await self._converted(signal, raw, partition_by)
+        except InvalidRequestError as refused:
+            repaired = await self._off_loop(_repair, signal.name, raw, self.native)
+            if repaired is None:
+                raise
+            repairs = utf8.StringRepairs(repaired.strings, repaired.first_field)
+            beside = held.beside if held is not None else _nothing_held
+            async with beside(len(repaired.data)):
+                try:
+                    return await self._converted(signal, repaired.data, partition_by, repairs)
+                except InvalidRequestError:
+                    raise refused from None  # not UTF-8 alone: the answer is the first refusal
+
+    async def _converted(
+        self,
+        signal: Signal,
+        raw: bytes,
+        partition_by: Sequence[str],
+        repairs: utf8.StringRepairs | None = None,
+    ) -> Converted:
         if self._pool is None:
-            if self._threads is not None:  # keep the event loop free while converting
-                loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(
-                    self._threads, decode_admitted, signal, raw, True, partition_by
-                )
-            return decode_admitted(signal, raw, False, partition_by)
-        loop = asyncio.get_running_loop()
-        outcome = await loop.run_in_executor(
-            self._pool, _decode_in_worker, signal.name, raw, self.native, tuple(partition_by)
+            return await self._off_loop(
+                decode_admitted, signal, raw, self.native, partition_by, repairs
+            )
+        outcome = await self._off_loop(
+            _decode_in_worker, signal.name, raw, self.native, tuple(partition_by), repairs
         )
         if isinstance(outcome, OtelDeltaError):
             raise outcome
         ipc, rejected = outcome
         tables = {name: from_ipc(data) for name, data in ipc.items()}
         return Converted(tables, rejected)
+
+    async def _off_loop(self, function: Callable[..., T], *args: Any) -> T:
+        """`function(*args)` where this decoder converts: in a worker process, on a converter
+        thread (native conversion, outside the GIL: the event loop stays free), or here."""
+        executor = self._pool or self._threads
+        if executor is None:
+            return function(*args)
+        return await asyncio.get_running_loop().run_in_executor(executor, function, *args)
 
     def close(self) -> None:
         if self._threads is not None:

@@ -124,7 +124,7 @@ class ExportPipeline:
             self.wal.check_capacity(len(request.logged))
         # its real size: refuse before spending CPU on decoding
         await held.request(len(raw), request.size - len(raw))
-        converted = await self._convert(signal, raw)
+        converted = await self._convert(signal, raw, held)
         if not isinstance(converted, Converted):
             return converted
         if request.repairs is not None:
@@ -164,12 +164,14 @@ class ExportPipeline:
             REPAIRED_STRINGS.labels(signal.name).inc(converted.rejected.repaired_strings)
         return Accepted(converted.rejected.count, converted.rejected.error_message, rows)
 
-    async def _convert(self, signal: Signal, raw: bytes) -> Converted | Rejected:
+    async def _convert(self, signal: Signal, raw: bytes, held: Reservation) -> Converted | Rejected:
         """Decode, convert and admit, or the reason the request is rejected."""
         try:
-            return await self.decoder.decode(signal, raw, self.partition_by)
+            return await self.decoder.decode(signal, raw, self.partition_by, held)
         except (InvalidRequestError, RequestTooLargeError) as exc:
             return Rejected(exc, str(exc))
+        except RETRYABLE:
+            raise  # no room for its repaired copy (Reservation.beside): retryable, as its own
         except (pa.ArrowCapacityError, OverflowError, MemoryError) as exc:
             error = RequestTooLargeError(
                 f"{signal.name} request expands beyond what one batch can hold ({exc}); "

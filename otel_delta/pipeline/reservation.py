@@ -1,9 +1,10 @@
 """What a request holds under `buffer.max_bytes` before its rows are buffered.
 
 The buffer's bound counts buffered rows; a request costs memory well before that: its body
-as received, the converter's working memory and the rows it makes, and (WAL mode) its bytes
-until the log has written them. Each request holds a `Reservation` for all of that, taken
-*before* its body is read — sized by `RequestSizes` from the requests seen lately, since
+as received, the converter's working memory and the rows it makes, (WAL mode) its bytes
+until the log has written them, and the repaired copy a request whose strings were not UTF-8
+is converted from (`Reservation.beside`). Each request holds a `Reservation` for all of that,
+taken *before* its body is read — sized by `RequestSizes` from the requests seen lately, since
 neither gRPC nor a chunked HTTP body says its size up front — and corrected once the body is
 in. Without it, every request with a slot read its body first and was refused after: with
 64 clients sending 4 MB requests at a 64 MiB buffer, the bridge held 140 MB of request bodies
@@ -12,7 +13,9 @@ that the bound never saw (bench/memory.py, memray at peak RSS).
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
+from collections.abc import AsyncIterator
 from types import TracebackType
 
 from otel_delta.buffer import GroupCommitBuffer
@@ -73,6 +76,19 @@ class Reservation:
             return
         await self.buffer.admit(needed - self.bytes, held=self.bytes)
         self.bytes = needed
+
+    @contextlib.asynccontextmanager
+    async def beside(self, nbytes: int) -> AsyncIterator[None]:
+        """Hold `nbytes` more for the block: a copy made of the request while it is converted
+        (its strings repaired, pipeline/decode.py), which its bytes counted so far do not
+        cover. BufferFullError if they do not fit by the retry delay, as `request`."""
+        before = self.bytes
+        await self.buffer.admit(nbytes, held=self.bytes)
+        self.bytes += nbytes
+        try:
+            yield
+        finally:
+            self.shrink(before)
 
     def shrink(self, nbytes: int) -> None:
         """Hold no more than `nbytes` (never refused): a later stage needs less."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -30,7 +31,14 @@ from otel_delta.pipeline.reservation import (
 )
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.status import status_for
-from tests.helpers import RunningBridge, make_settings, read_table, table_exists, wait_until
+from tests.helpers import (
+    PLACEHOLDER,
+    RunningBridge,
+    make_settings,
+    read_table,
+    table_exists,
+    wait_until,
+)
 from tests.test_cli import one_span_request
 
 TRACES = SIGNALS_BY_NAME["traces"]
@@ -209,6 +217,54 @@ def test_a_body_is_read_only_once_its_expected_size_fits(tmp_path: Path) -> None
     assert isinstance(third, Retryable) and isinstance(third.error, BufferFullError)
     assert held_while_reading == [5 * FIRST_EXPECTED_BYTES, 100 + 5 * len(raw)]
     assert reserved == 0
+
+
+def not_utf8_request() -> bytes:
+    """One span whose name is Latin-1 ("café" as b"caf\\xe9"): converted from a copy with the
+    string repaired (convert/utf8.py), 2 bytes longer (U+FFFD for the invalid byte)."""
+    request = one_span_request(1)
+    request.resource_spans[0].scope_spans[0].spans[0].name = PLACEHOLDER
+    return request.SerializeToString().replace(PLACEHOLDER.encode(), b"caf\xe9")
+
+
+def test_a_repaired_request_counts_its_repaired_copy_while_it_converts(tmp_path: Path) -> None:
+    """A request repaired for strings that are not UTF-8 is converted from a second copy of
+    its bytes: that copy is held in the request's reservation, beside what the request
+    counts, while it converts, and given back after. It was not counted at all."""
+    raw = not_utf8_request()
+    held_while_converting: list[int] = []
+
+    async def scenario(pipeline, buffer):
+        def convert(request):
+            held_while_converting.append(buffer.reserved_bytes)
+            return TRACES.convert(request)
+
+        signal = dataclasses.replace(TRACES, convert=convert)
+        outcome = await pipeline.export(signal, Body(raw))
+        return outcome, buffer.reserved_bytes
+
+    outcome, reserved = run(tmp_path, scenario)
+    assert isinstance(outcome, Accepted) and "not valid UTF-8" in outcome.error_message
+    assert held_while_converting == [5 * len(raw) + len(raw) + 2]
+    assert reserved == 0
+    assert read_table(tmp_path, "spans")["name"].to_pylist() == ["caf\ufffd"]
+
+
+def test_a_repaired_copy_that_does_not_fit_is_retryable(tmp_path: Path) -> None:
+    """The repaired copy waits for room as the request did, then gets the retryable answer,
+    and the request gives back what it held."""
+    raw = not_utf8_request()
+
+    async def scenario(pipeline, buffer):
+        pipeline.sizes.observe(TRACES.code, len(raw))  # the request is expected: it fits
+        buffer.reserve(100)  # another request, being converted
+        outcome = await pipeline.export(TRACES, Body(raw))
+        return outcome, buffer.reserved_bytes
+
+    outcome, reserved = run(tmp_path, scenario, max_bytes=100 + 5 * len(raw) + len(raw))
+    assert isinstance(outcome, Retryable) and isinstance(outcome.error, BufferFullError)
+    assert reserved == 100
+    assert not table_exists(tmp_path, "spans")
 
 
 def test_expected_request_size_is_the_largest_of_the_recent_ones() -> None:
