@@ -110,6 +110,7 @@ class Bridge:
             max_rows=buffer_settings.max_rows,
             max_bytes=buffer_settings.max_bytes,
             retry_after_seconds=buffer_settings.retry_after_seconds,
+            max_resident_bytes=buffer_settings.resident_limit(),
             app_id=self.wal.app_id if self.wal else None,
             on_committed=self.wal.committed if self.wal else None,
             on_rejected=(DeadLetters(self.engines.lakehouse, self.wal).write if self.wal else None),

@@ -214,6 +214,10 @@ class LoggingSettings(Section):
 # buffer.flush_interval_seconds with ack = "commit" when the file does not set it: each Export
 # waits up to this for its commit, well inside the SDKs' and the Collector's export timeouts
 COMMIT_ACK_FLUSH_SECONDS = 1.0
+# `buffer.max_resident_bytes` unset: beyond the buffer, room for the bridge at rest (~150 MiB:
+# Python, pyarrow, delta-rs, gRPC), requests being converted and files being encoded; with the
+# encoding spikes above it, peaks stay within max_bytes + 300 MiB (docs/performance.md)
+RESIDENT_HEADROOM_BYTES = 224 * MIB
 
 
 class BufferSettings(Section):
@@ -224,10 +228,19 @@ class BufferSettings(Section):
     flush_interval_seconds: float = Field(10.0, gt=0, le=HOUR)
     max_rows: int = Field(100_000, gt=0, le=100_000_000)
     max_bytes: int = Field(512 * MIB, gt=0, le=1024 * GIB)
+    # the process's RSS at which requests wait, then get the retryable answer, as at max_bytes;
+    # unset: max_bytes + RESIDENT_HEADROOM_BYTES; 0: no such limit
+    max_resident_bytes: int | None = Field(None, ge=0, le=1024 * GIB)
     retry_after_seconds: float = Field(1.0, gt=0, le=HOUR)
     # a stop (SIGTERM) commits what is buffered; a store that hangs would hold it for many
     # minutes, so past this the process exits (code 1), leaving the rest in the WAL
     stop_timeout_seconds: float = Field(60.0, gt=0, le=HOUR)
+
+    def resident_limit(self) -> int | None:
+        """The RSS at which admission stops (None: none), `max_resident_bytes` resolved."""
+        if self.max_resident_bytes is None:
+            return self.max_bytes + RESIDENT_HEADROOM_BYTES
+        return self.max_resident_bytes or None
 
     @model_validator(mode="before")
     @classmethod

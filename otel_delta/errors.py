@@ -94,6 +94,11 @@ class BufferFullError(OtelDeltaError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class MemoryLimitError(BufferFullError):
+    """The bridge's resident memory is at `buffer.max_resident_bytes`; retry later
+    (UNAVAILABLE)."""
+
+
 class WalError(OtelDeltaError):
     """The write-ahead log cannot take a record (disk error, closing); retryable (UNAVAILABLE)."""
 

@@ -108,6 +108,11 @@ class RunningBridge:
     """A Bridge on its own event loop thread, driven from synchronous test code."""
 
     def __init__(self, settings: Settings) -> None:
+        if "max_resident_bytes" not in settings.buffer.model_fields_set:
+            # the RSS is the pytest process's, not the bridge's: no memory limit unless set
+            # (tests/buffer/test_resident_limit.py runs one in a bridge of its own)
+            buffer = settings.buffer.model_copy(update={"max_resident_bytes": 0})
+            settings = settings.model_copy(update={"buffer": buffer})
         self.settings = settings
         self.bridge = Bridge(settings)
         self.loop = asyncio.new_event_loop()

@@ -35,6 +35,19 @@ def test_ack_commit_flushes_every_second_unless_told(tmp_path: Path, monkeypatch
     assert load_settings(config).buffer.flush_interval_seconds == 1.0
 
 
+def test_the_resident_memory_limit_follows_max_bytes_unless_set(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text("[buffer]\nmax_bytes = 1073741824\n")
+    assert load_settings(config).buffer.resident_limit() == (1024 + 224) * 1024 * 1024
+    config.write_text("[buffer]\nmax_resident_bytes = 2000000000\n")
+    assert load_settings(config).buffer.resident_limit() == 2_000_000_000
+    config.write_text("[buffer]\nmax_resident_bytes = 0\n")
+    assert load_settings(config).buffer.resident_limit() is None
+    config.write_text("[buffer]\nmax_resident_bytes = -1\n")
+    with pytest.raises(ConfigError, match=r"buffer\.max_resident_bytes"):
+        load_settings(config)
+
+
 def test_environment_overrides_file(tmp_path: Path, monkeypatch) -> None:
     config = tmp_path / "c.toml"
     config.write_text('[buffer]\nmax_rows = 10\n[deltalake.table]\ncompression = "SNAPPY"\n')

@@ -38,11 +38,13 @@ from otel_delta.engines.base import TableWriter
 from otel_delta.errors import (
     BufferFullError,
     CommitError,
+    MemoryLimitError,
     RowsRejectedError,
     ShuttingDownError,
     first_line,
 )
 from otel_delta.faults import crash_point
+from otel_delta.heap import resident_bytes
 from otel_delta.metrics import (
     COMMIT_BYTES,
     COMMIT_FAILURES,
@@ -58,6 +60,7 @@ log = logging.getLogger(__name__)
 
 FIRST_BACKOFF_SECONDS = 1.0  # WAL mode: a failed table's retries wait 2, 4, 8 … 30 s
 MAX_BACKOFF_SECONDS = 30.0
+RESIDENT_RECHECK_SECONDS = 0.05  # a request waiting for memory reads the RSS this often
 ROOM_TO_SPARE = 0.5  # of max_bytes: below it, commits encode their files niced (_room_to_spare)
 
 
@@ -101,6 +104,8 @@ class GroupCommitBuffer:
         max_rows: int,
         max_bytes: int,
         retry_after_seconds: float,
+        max_resident_bytes: int | None = None,
+        resident: Callable[[], int | None] = resident_bytes,
         app_id: str | None = None,
         on_committed: Callable[[list[int]], None] | None = None,
         on_rejected: Callable[[str, int, RowsRejectedError], None] | None = None,
@@ -110,6 +115,9 @@ class GroupCommitBuffer:
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.retry_after = retry_after_seconds
+        # admission also stops while the process's RSS (`resident`) is at this (None: never)
+        self.max_resident_bytes = max_resident_bytes
+        self._resident = resident
         self.app_id = app_id  # set: WAL mode (exactly-once commits, retried until they land)
         self._session_app_id = f"otel-delta-commit-{uuid.uuid4().hex}"  # commit mode
         self._sequence = 0  # commit mode: the transaction version of the last commit
@@ -183,11 +191,18 @@ class GroupCommitBuffer:
         is always let in (it could never fit later)."""
         if self._closing:
             raise ShuttingDownError("otel-delta is shutting down")
-        if self._full(incoming, held):
+        if self._buffer_full(incoming, held):
             used = self._bytes + self._reserved
             raise BufferFullError(
                 f"ingest buffer full ({used} of {self.max_bytes} bytes buffered or being "
                 "converted); retry later",
+                self.retry_after,
+            )
+        resident = self._over_memory(incoming, held)
+        if resident is not None:
+            raise MemoryLimitError(
+                f"otel-delta at its memory limit ({resident} of {self.max_resident_bytes} "
+                "bytes resident, buffer.max_resident_bytes); retry later",
                 self.retry_after,
             )
 
@@ -201,10 +216,34 @@ class GroupCommitBuffer:
         return self._bytes + self._reserved < self.max_bytes * ROOM_TO_SPARE
 
     def _full(self, incoming: int, held: int = 0) -> bool:
+        """Whether a request needing `incoming` more bytes than its `held` must wait: the
+        buffer's bound, or the process's memory limit."""
+        return self._buffer_full(incoming, held) or self._over_memory(incoming, held) is not None
+
+    def _buffer_full(self, incoming: int, held: int = 0) -> bool:
         used = self._bytes + self._reserved
         if used == held:  # the asker's own bytes only
             return False
         return used >= self.max_bytes or used + incoming > self.max_bytes
+
+    def _over_memory(self, incoming: int, held: int = 0) -> int | None:
+        """The process's RSS when it leaves no room for `incoming` more bytes under
+        `max_resident_bytes` (None: room, no limit, or nothing else held, as in `_full`).
+
+        `max_bytes` counts the rows; the RSS also holds the bridge at rest, requests being
+        received and converted, and the files being encoded, which grow with the columns
+        (metrics: three tables encoding at once) and with what the allocators keep. Under a
+        sustained metrics load that came to 300-320 MiB beside a full buffer, over the
+        memory bound (docs/performance.md). So, as the Collector's memory_limiter does, the
+        measured RSS stops admission too, and the buffer runs below `max_bytes` while the rest
+        needs the room. A request with nothing else held is let in, as in `_full`: RSS an
+        allocator keeps after everything is committed must not refuse every request."""
+        if self.max_resident_bytes is None or self._bytes + self._reserved == held:
+            return None
+        resident = self._resident()
+        if resident is None or resident + incoming <= self.max_resident_bytes:
+            return None
+        return resident
 
     def reserve(self, nbytes: int, held: int = 0) -> None:
         """Admit a request that will need about `nbytes` more than the `held` bytes it holds
@@ -234,6 +273,10 @@ class GroupCommitBuffer:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
+                if self.max_resident_bytes is not None:
+                    # the RSS also falls with no freeing here (heap.trim_every, allocators
+                    # giving back what they kept): look again soon
+                    remaining = min(remaining, RESIDENT_RECHECK_SECONDS)
                 self._freed.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._freed.wait(), remaining)

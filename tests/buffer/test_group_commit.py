@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.convert import spans_to_arrow
 from otel_delta.engines import DeltaRsEngine
-from otel_delta.errors import BufferFullError, CommitError, ShuttingDownError
+from otel_delta.errors import BufferFullError, CommitError, MemoryLimitError, ShuttingDownError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.priority import BACKGROUND_NICENESS
 from tests.helpers import read_table
@@ -101,6 +101,68 @@ def test_memory_limit_refuses_new_rows(tmp_path: Path) -> None:
 
     asyncio.run(scenario())
     assert sorted(read_table(tmp_path, "spans")["name"].to_pylist()) == ["s1", "s3"]
+
+
+def test_resident_memory_at_its_limit_holds_requests_back_but_never_one_alone(
+    tmp_path: Path,
+) -> None:
+    """`max_resident_bytes`: with rows held, a request waits while the process's RSS leaves
+    it no room and gets the retryable answer after `retry_after`; it is let in as soon as
+    the RSS falls, even with no commit freeing anything; alone it is always let in. The RSS
+    is a number the test sets: the pytest process's own is not the bridge's."""
+    writer = RecordingWriter(Lakehouse(str(tmp_path)))
+    resident = [10_000]
+
+    async def scenario() -> None:
+        buffer = make_buffer(
+            writer,
+            retry_after_seconds=0.3,
+            max_resident_bytes=1_000,
+            resident=lambda: resident[0],
+        )
+        buffer.start()
+        await buffer.submit(spans(1))  # alone: let in over the limit, and committed
+        await buffer.admit(100)  # alone: let in, and held while it "converts"
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(MemoryLimitError) as refused:
+            await buffer.admit(100)
+        assert loop.time() - started >= 0.3  # waited out its retry delay first
+        assert refused.value.retry_after_seconds == 0.3
+        assert "10000 of 1000 bytes resident" in str(refused.value)
+        assert buffer.reserved_bytes == 100  # the first one's only
+        with pytest.raises(MemoryLimitError):
+            buffer.check_capacity(100)
+        resident[0] = 950  # under the limit, but not with 100 more
+        with pytest.raises(MemoryLimitError):
+            buffer.check_capacity(100)
+        buffer.check_capacity(50)
+        resident[0] = 10_000
+        waiting = asyncio.create_task(buffer.admit(100))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        resident[0] = 500  # falls with no commit and no release to wake the waiter
+        await asyncio.wait_for(waiting, 0.15)
+        buffer.release(200)
+        await buffer.close()
+
+    asyncio.run(scenario())
+    assert read_table(tmp_path, "spans")["name"].to_pylist() == ["s1"]
+
+
+def test_no_resident_limit_never_reads_the_resident_memory(tmp_path: Path) -> None:
+    def unreadable() -> int:
+        raise AssertionError("read without a limit")
+
+    async def scenario() -> None:
+        buffer = make_buffer(RecordingWriter(Lakehouse(str(tmp_path))), resident=unreadable)
+        buffer.start()
+        await buffer.submit(spans(1))
+        await buffer.admit(100)
+        buffer.release(100)
+        await buffer.close()
+
+    asyncio.run(scenario())
 
 
 class WidthRecordingWriter(RecordingWriter):

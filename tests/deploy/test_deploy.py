@@ -284,6 +284,9 @@ def test_memory_limit_covers_the_buffer_plus_headroom(k8s_settings: Settings) ->
     limit = quantity(resources["limits"]["memory"])
     assert quantity(resources["requests"]["memory"]) <= limit
     assert limit >= k8s_settings.buffer.max_bytes + HEADROOM
+    # the bridge stops taking requests below the limit, not at it
+    resident_limit = k8s_settings.buffer.resident_limit()
+    assert resident_limit is not None and resident_limit < limit
     # that limit holds no JVM: `serve` must never start Spark with this config
     operations = k8s_settings.deltalake.operations
     assert not k8s_settings.connector_service.enabled
