@@ -13,6 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from otel_delta.buffer import GroupCommitBuffer
+from otel_delta.buffer.group_commit import RESIDENT_READ_SECONDS
 from otel_delta.convert import spans_to_arrow
 from otel_delta.engines import DeltaRsEngine
 from otel_delta.errors import BufferFullError, CommitError, MemoryLimitError, ShuttingDownError
@@ -134,10 +135,12 @@ def test_resident_memory_at_its_limit_holds_requests_back_but_never_one_alone(
         with pytest.raises(MemoryLimitError):
             buffer.check_capacity(100)
         resident[0] = 950  # under the limit, but not with 100 more
+        await asyncio.sleep(RESIDENT_READ_SECONDS)  # the last read no longer stands
         with pytest.raises(MemoryLimitError):
             buffer.check_capacity(100)
         buffer.check_capacity(50)
         resident[0] = 10_000
+        await asyncio.sleep(RESIDENT_READ_SECONDS)
         waiting = asyncio.create_task(buffer.admit(100))
         await asyncio.sleep(0.1)
         assert not waiting.done()
