@@ -119,9 +119,9 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def resident_bytes() -> int | None:
-    """The process's resident memory now (its RSS, what the kernel and a container's limit
-    count; shared libraries' mapped pages included), None where /proc/self/statm is not there
-    (not Linux). About 10 us a call: read afresh each time, as a gate must see a spike."""
+    """The process's resident memory now (its RSS, as `ps` and the benchmarks show it, shared
+    libraries' mapped pages included), None where /proc/self/statm is not there (not Linux).
+    About 7 us a call."""
     try:
         with open("/proc/self/statm", "rb") as statm:
             return int(statm.read().split()[1]) * _PAGE_BYTES

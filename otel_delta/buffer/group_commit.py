@@ -236,8 +236,8 @@ class GroupCommitBuffer:
         `max_resident_bytes` (None: room, no limit, or nothing else held, as in `_full`).
 
         `max_bytes` counts the rows; the RSS also holds the bridge at rest, requests being
-        received and converted, and the files being encoded, which grow with the columns
-        (metrics: three tables encoding at once) and with what the allocators keep. Under a
+        received and converted, and the files being encoded, which grow with the load and
+        with what the allocators keep. Under a
         sustained metrics load that came to 300-320 MiB beside a full buffer, over the
         memory bound (docs/performance.md). So, as the Collector's memory_limiter does, the
         measured RSS stops admission too, and the buffer runs below `max_bytes` while the rest
