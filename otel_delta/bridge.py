@@ -229,6 +229,12 @@ class Bridge:
                     self.buffer.reserved_bytes,
                 ),
                 Gauge(
+                    "buffer_max_resident_bytes",
+                    "The resident memory (process_resident_memory_bytes) at which requests "
+                    "wait, then are told to retry (0: no limit)",
+                    self.buffer.max_resident_bytes or 0,
+                ),
+                Gauge(
                     "commit_running_seconds",
                     "How long the oldest commit in progress has been running",
                     self.buffer.running_seconds(),

@@ -50,6 +50,7 @@ def test_a_bridge_over_its_memory_limit_defers_requests_and_keeps_what_it_acked(
                 'otel_delta_receiver_refused_requests_total{reason="memory_limit",'
                 'signal="traces",transport="grpc"} 1.0'
             ) in metrics.text
+            assert "\notel_delta_buffer_max_resident_bytes 1.0\n" in metrics.text
             blocker.unlink()
             wait_until(
                 lambda: (
