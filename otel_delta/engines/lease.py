@@ -27,6 +27,10 @@ that ends now); one that dies leaves them to run out. Lease ends come from each 
 Appends, deletes, upserts, vacuum, checkpoints and retention do not take it: delta-rs checks
 their commits against rewrites itself. A process's leases are held in memory (`Leases`), so
 a process knows its own from another's by the version it committed.
+
+The same mechanism under another app id serializes `otel-delta backfill` runs into one lake
+(backfill/ledger.py: `BACKFILL_LEASES`, on its ledger table); a run that finds it held waits
+for it (`holding(..., waiting=...)`) instead of being refused.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaProtocolError
@@ -48,7 +52,7 @@ from otel_delta.lakehouse import commit_info
 log = logging.getLogger(__name__)
 
 LEASE_APP_ID = "otel-delta.maintenance-lease"
-LEASE_OPERATION = "maintenance lease"
+LEASE_OPERATION = "maintenance lease"  # a lease commit's operation: f"{kind} lease"
 
 
 def now_ms() -> int:
@@ -61,9 +65,12 @@ def _name(delta: DeltaTable) -> str:
 
 class Leases:
     """The maintenance leases this process holds, by table URI (one instance per process:
-    `LEASES`; tests make more to stand for other processes)."""
+    `LEASES`; tests make more to stand for other processes). `app_id` and `kind` make another
+    kind of lease, kept apart from the maintenance lease in the same log (the backfill's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, app_id: str = LEASE_APP_ID, kind: str = "maintenance") -> None:
+        self.app_id = app_id
+        self.kind = kind  # in the lease commits' operation and the log lines
         self._held: dict[str, int] = {}  # table URI -> the version (end, ms) we committed
         self._lock = threading.Lock()
         self._rewrites: dict[str, threading.RLock] = {}  # table URI -> its rewrites' lock
@@ -84,12 +91,12 @@ class Leases:
         txn check), however long it took. None when the process does not hold it."""
         with self._lock:
             mine = self._held.get(delta.table_uri)
-        return None if mine is None else Transaction(LEASE_APP_ID, mine)
+        return None if mine is None else Transaction(self.app_id, mine)
 
     def held_elsewhere(self, delta: DeltaTable, at_ms: int | None = None) -> int | None:
         """When another process's lease on the table ends (ms), if it has not ended yet; None
         when this process may take it. Reads `delta` as it is (no update)."""
-        current = delta.transaction_version(LEASE_APP_ID)
+        current = delta.transaction_version(self.app_id)
         if current is None or current <= (now_ms() if at_ms is None else at_ms):
             return None
         with self._lock:
@@ -104,7 +111,7 @@ class Leases:
         now = now_ms() if at_ms is None else at_ms
         if (ends := self.held_elsewhere(delta, now)) is not None:
             raise LeaseHeldError(_name(delta), ends)
-        current = delta.transaction_version(LEASE_APP_ID)
+        current = delta.transaction_version(self.app_id)
         with self._lock:
             mine = self._held.get(delta.table_uri)
         ours = mine is not None and current == mine
@@ -138,7 +145,7 @@ class Leases:
         if mine is None:
             return
         delta.update_incremental()
-        if delta.transaction_version(LEASE_APP_ID) != mine:
+        if delta.transaction_version(self.app_id) != mine:
             return  # it had run out and another process took it
         # another process committing a lease meanwhile fails it: ours was over anyway
         with contextlib.suppress(CommitFailedError):
@@ -150,14 +157,29 @@ class Leases:
             return list(self._held)
 
     @contextlib.contextmanager
-    def holding(self, delta: DeltaTable, seconds: float) -> Iterator[None]:
+    def holding(
+        self,
+        delta: DeltaTable,
+        seconds: float,
+        waiting: Callable[[LeaseHeldError], None] | None = None,
+    ) -> Iterator[None]:
         """Hold the table's lease for one operation, the only rewrite of the table in this
         process meanwhile (`exclusive`): renewed while it runs (delta-rs's rewrites cannot
         carry the lease in their commit, so a long one must not outlive it), released after
         it when the operation took it, kept when the process held it before (its maintainer
-        does). `delta` is this call's: the renewals use it while the operation runs."""
+        does). `delta` is this call's: the renewals use it while the operation runs.
+
+        Another process holding it raises LeaseHeldError, unless `waiting` is given: it is
+        called with each refusal (it waits a while, or raises), and the lease is tried again."""
         with self.exclusive(delta):
-            taken = self.hold(delta, seconds)
+            while True:
+                try:
+                    taken = self.hold(delta, seconds)
+                    break
+                except LeaseHeldError as held:
+                    if waiting is None:
+                        raise
+                    waiting(held)
             stop = threading.Event()
             renewer = threading.Thread(
                 target=self._renew, args=(delta, seconds, stop), name="lease-renewal", daemon=True
@@ -172,7 +194,9 @@ class Leases:
                     try:
                         self.release(delta)
                     except Exception as exc:  # it runs out by itself: the operation's outcome
-                        log.warning("releasing the maintenance lease of %s: %s", _name(delta), exc)
+                        log.warning(
+                            "releasing the %s lease of %s: %s", self.kind, _name(delta), exc
+                        )
 
     def _renew(self, delta: DeltaTable, seconds: float, stop: threading.Event) -> None:
         """Renew the lease (once less than half is left) until `stop`; if another process took
@@ -182,19 +206,18 @@ class Leases:
             try:
                 self.hold(delta, seconds)
             except LeaseHeldError as exc:
-                log.warning("maintenance lease of %s lost during a rewrite: %s", _name(delta), exc)
+                log.warning("%s lease of %s lost while in use: %s", self.kind, _name(delta), exc)
                 return
             except Exception as exc:  # the store: try again at the next tick
-                log.warning("renewing the maintenance lease of %s: %s", _name(delta), exc)
+                log.warning("renewing the %s lease of %s: %s", self.kind, _name(delta), exc)
 
-    @staticmethod
-    def _commit(delta: DeltaTable, ends_ms: int) -> None:
+    def _commit(self, delta: DeltaTable, ends_ms: int) -> None:
         commit_actions(
             delta,
             [],
             CommitProperties(
-                app_transactions=[Transaction(LEASE_APP_ID, ends_ms)],
-                custom_metadata=commit_info(LEASE_OPERATION),
+                app_transactions=[Transaction(self.app_id, ends_ms)],
+                custom_metadata=commit_info(f"{self.kind} lease"),
             ),
             # delta-rs's expired-log cleanup lists the whole log: the maintainer's checkpoint
             # step does it (as for the bridge's appends)

@@ -166,3 +166,31 @@ def test_holding_renews_the_lease_while_the_operation_runs(uri: str) -> None:
         assert theirs.held_elsewhere(DeltaTable(uri)) is not None
     assert len(lease_commits(uri)) >= 1 + 2 + 1  # taken, renewed, released
     assert theirs.held_elsewhere(DeltaTable(uri)) is None
+
+
+def test_holding_with_waiting_waits_for_the_other_process_instead_of_failing(uri: str) -> None:
+    """The backfill's use (backfill/ledger.py): a run that finds another's lease waits for it,
+    told of each refusal, and holds the lease once the other released it. A lease of another
+    kind (another app id) is another lease: the maintenance lease stays free meanwhile."""
+    kind = "otel-delta.test-lease"
+    ours, theirs = Leases(kind, "test"), Leases(kind, "test")
+    ours.hold(DeltaTable(uri), SECONDS)
+    refused, inside = threading.Event(), threading.Event()
+
+    def wait(held: LeaseHeldError) -> None:
+        refused.set()
+        time.sleep(0.05)
+
+    def other() -> None:
+        with theirs.holding(DeltaTable(uri), SECONDS, waiting=wait):
+            inside.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    assert refused.wait(10) and not inside.is_set()
+    assert Leases().hold(DeltaTable(uri), SECONDS) is True  # the maintenance lease: not held
+    ours.release(DeltaTable(uri))
+    thread.join(10)
+    assert inside.is_set()
+    assert ours.held_elsewhere(DeltaTable(uri)) is None  # released after its operation
+    assert DeltaTable(uri).history(1)[0]["otel_delta.operation"] == "test lease"
