@@ -10,6 +10,12 @@ Idempotency, in two layers:
   same files at once commit each table's rows once for the same reason; the one whose ledger
   append finds the batch recorded counts its files as already loaded (run.py).
 
+Runs into one lake take turns (`one_run_at_a_time`): two runs at once over overlapping sets
+(a+b, b+c) have different batches, so the txn ids cannot tell their commits of b apart, and
+both would plan b on a ledger without it. A run holds the backfill lease on the ledger table
+(engines/lease.py, its own app id) from its planning to its ledger append, so the next run
+plans on a ledger that has the first's files.
+
 A file that gave only dead letters (`stage.nothing_decoded`) is not recorded, and its dead
 letters are not part of the load's commit: they are written unless the file has dead letters
 already, so retrying such a file (every run does, until it loads) writes them once.
@@ -17,19 +23,32 @@ already, so retrying such a file (every run does, until it loads) writes them on
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import hashlib
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pyarrow as pa
 from deltalake import DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from otel_delta.engines.lease import Leases, now_ms
+from otel_delta.errors import LeaseHeldError, store_errors_named
 from otel_delta.lakehouse import append_once as append_once_to
 from otel_delta.lakehouse import bookkeeping_table, holds_transaction, table_uri
 from otel_delta.tables.schemas import BACKFILL_FILES, DEAD_LETTER_TABLE, LEDGER_TABLE
 
 __all__ = ["DEAD_LETTER_TABLE", "LEDGER_TABLE"]  # the tables this module keeps
 TXN_VERSION = 1
+
+BACKFILL_LEASES = Leases("otel-delta.backfill-lease", "backfill")
+# short, as a run killed with kill -9 keeps the next runs waiting until its lease runs out; a
+# thread of the run looks every LEASE_SECONDS / 4 and renews it (a commit on the ledger table)
+# once less than half is left
+LEASE_SECONDS = 60.0
+WAIT_POLL_SECONDS = 1.0  # how often a waiting run looks whether the lease was released
 
 
 def batch_id(hashes: list[str]) -> str:
@@ -101,6 +120,39 @@ def append_dead_letters_of_unloaded(
     uri = bookkeeping_table(root, DEAD_LETTER_TABLE, storage)
     write_deltalake(uri, data, mode="append", storage_options=storage or None)
     return data.num_rows
+
+
+@contextlib.contextmanager
+def one_run_at_a_time(
+    root: str, say: Callable[[str], None], storage: dict[str, str] | None = None
+) -> Iterator[None]:
+    """Hold the backfill lease on the ledger table (created if absent) while the block plans,
+    loads and records its files; another run holding it is waited for, `say` told once.
+
+    A run renews it while it loads (however long Spark or delta-rs take) and releases it at
+    the end, error or not; a run killed with kill -9 leaves it to run out (LEASE_SECONDS).
+    The wait has no end of its own: it lasts as long as another live run renews its lease."""
+    told = False
+
+    def wait(held: LeaseHeldError) -> None:
+        nonlocal told
+        if not told:
+            until = dt.datetime.fromtimestamp(held.until_ms / 1000, UTC).strftime("%H:%M:%SZ")
+            say(
+                f"otel-delta: waiting for another backfill into {root.rstrip('/')} to finish "
+                f"(its lease on {LEDGER_TABLE} runs until {until} unless it renews it)"
+            )
+            told = True
+        left = (held.until_ms - now_ms()) / 1000
+        time.sleep(min(WAIT_POLL_SECONDS, max(left, 0.01)))
+
+    with contextlib.ExitStack() as turn:
+        with store_errors_named(LEDGER_TABLE, table_uri(root, LEDGER_TABLE)):  # one line
+            delta = DeltaTable(
+                bookkeeping_table(root, LEDGER_TABLE, storage), storage_options=storage or None
+            )
+            turn.enter_context(BACKFILL_LEASES.holding(delta, LEASE_SECONDS, waiting=wait))
+        yield
 
 
 def ledger_rows(files: list[dict], batch: str) -> pa.Table:

@@ -47,6 +47,12 @@ def plan(paths: list[str], already_loaded: set[str]) -> tuple[list[PlannedFile],
     return new, skipped
 
 
+def not_loaded(files: list[PlannedFile], already_loaded: set[str]) -> tuple[list[PlannedFile], int]:
+    """`plan`'s files without those loaded since it ran (another run's), and how many."""
+    new = [f for f in files if f.sha256 not in already_loaded]
+    return new, len(files) - len(new)
+
+
 @dataclass
 class Loaded:
     """Counts of one backfill run.

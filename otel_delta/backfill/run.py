@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from otel_delta.backfill import ledger
 from otel_delta.backfill.files import Format
-from otel_delta.backfill.plan import Loaded, plan
+from otel_delta.backfill.plan import Loaded, PlannedFile, not_loaded, plan
 from otel_delta.backfill.progress import Progress
 from otel_delta.config import Settings
-from otel_delta.engines import DeltaRsEngine, EngineName, Engines
+from otel_delta.engines import DeltaRsEngine, Engine, EngineName, Engines
 from otel_delta.errors import BackfillError, OtelDeltaError, store_errors_named
 from otel_delta.faults import pause_point
 from otel_delta.lakehouse import Lakehouse
@@ -70,10 +71,57 @@ def backfill(
         loaded_before = ledger.loaded_hashes(lakehouse.root, lakehouse.storage)
     except OSError as exc:  # delta-rs: the store down, refusing the keys, no such bucket
         raise lakehouse.unusable(exc) from None
+    # hashed before taking turns (runs at once read their files at once); a re-run with
+    # nothing new takes no lease, nor waits for another run
     files, skipped = plan(paths, loaded_before)
     if not files:
         return BackfillReport(chosen.name, 0, skipped)
-    pause_point("backfill-planned")
+    say = _say_to(progress_stream)
+    with ledger.one_run_at_a_time(lakehouse.root, say, lakehouse.storage):
+        # one run at a time plans on the ledger, loads and records: the files another run
+        # recorded while this one waited are skipped (two runs at once over a+b and b+c have
+        # different batches, so the txn ids cannot stop both from committing b)
+        with store_errors_named(ledger.LEDGER_TABLE, lakehouse.uri(ledger.LEDGER_TABLE)):
+            loaded_now = ledger.loaded_hashes(lakehouse.root, lakehouse.storage)
+        files, recorded_since = not_loaded(files, loaded_now)
+        skipped += recorded_since
+        if not files:
+            return BackfillReport(chosen.name, 0, skipped)
+        pause_point("backfill-planned")
+        return _load(
+            settings,
+            lakehouse,
+            engines,
+            chosen,
+            files,
+            skipped,
+            fmt,
+            progress_stream,
+            show_progress,
+        )
+
+
+def _say_to(stream: TextIO | None) -> Callable[[str], None]:
+    """A line for the user, with the progress line (stderr)."""
+
+    def say(line: str) -> None:
+        print(line, file=stream or sys.stderr, flush=True)
+
+    return say
+
+
+def _load(
+    settings: Settings,
+    lakehouse: Lakehouse,
+    engines: Engines,
+    chosen: Engine,
+    files: list[PlannedFile],
+    skipped: int,
+    fmt: Format,
+    progress_stream: TextIO | None,
+    show_progress: bool,
+) -> BackfillReport:
+    """Convert and commit the planned files, then record them (the caller holds the lease)."""
     batch = ledger.batch_id([f.sha256 for f in files])
     progress = Progress(len(files), progress_stream, show_progress)
     if isinstance(chosen, DeltaRsEngine):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from otel_delta.signals import SIGNALS_BY_NAME
 from tests import corpus
@@ -97,7 +99,8 @@ def test_the_same_backfill_twice_at_once_counts_its_files_once(tmp_path: Path) -
     once, and so are the counts: one run loaded the file, the other found it already loaded
     (both said "1 file(s) loaded", or the second failed on the ledger's commit: "Concurrent
     transaction failed"). Each pauses once its files are planned (otel_delta/faults.py), so
-    both plan on an empty ledger however slowly either starts."""
+    both would plan on an empty ledger however slowly either starts; now the second waits for
+    the first's turn (the backfill lease, backfill/ledger.py) and plans after it."""
     path = write_json_lines(tmp_path / "logs.json", [corpus.logs_request()] * 2)
     lake = tmp_path / "lake"
     env = {
@@ -122,3 +125,58 @@ def test_the_same_backfill_twice_at_once_counts_its_files_once(tmp_path: Path) -
     rows = 2 * SIGNALS_BY_NAME["logs"].convert(corpus.logs_request()).tables["logs"].num_rows
     assert DeltaTable(str(lake / "logs")).count() == rows
     assert DeltaTable(str(lake / "_backfill_files")).count() == 1
+
+
+def logs_named(name: str) -> ExportLogsServiceRequest:
+    """The corpus's logs, each record's event name telling which file it came from."""
+    request = corpus.logs_request()
+    for i, record in enumerate(request.resource_logs[0].scope_logs[0].log_records):
+        record.event_name = f"{name}.{i}"
+    return request
+
+
+def test_overlapping_backfills_at_once_store_and_count_the_shared_file_once(
+    tmp_path: Path,
+) -> None:
+    """Two `otel-delta backfill` at once into one lake, of a.json + b.json and of b.json +
+    c.json: their batches differ, so the Delta txn ids did not stop both from committing b's
+    rows (every record of b stored twice, and b counted loaded by both). Runs take turns: the
+    second plans on the ledger the first recorded, waits for it (one line saying so), and
+    loads only c (or a). Both pause once planned, as in the test above."""
+    files = {
+        name: write_json_lines(tmp_path / f"{name}.json", [logs_named(name)]) for name in "abc"
+    }
+    lake = tmp_path / "lake"
+    env = {
+        **os.environ,
+        "OTEL_DELTA_DELTALAKE__TABLE_PATH": str(lake),
+        "OTEL_DELTA_DELTALAKE__OPERATIONS__ENGINE": "delta-rs",
+        "OTEL_DELTA_PAUSE_AT": f"backfill-planned:{PAUSE_SECONDS}",
+    }
+    argv = [sys.executable, "-m", "otel_delta.cli", "backfill"]
+    runs = [
+        subprocess.Popen(
+            [*argv, str(files[first]), str(files[second])],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for first, second in (("a", "b"), ("b", "c"))
+    ]
+    outcomes = [(run.wait(timeout=120), *run.communicate()) for run in runs]
+
+    assert [code for code, _, _ in outcomes] == [0, 0], outcomes
+    per_file = len(logs_named("a").resource_logs[0].scope_logs[0].log_records)
+    stored = DeltaTable(str(lake / "logs")).to_pyarrow_table(columns=["event_name"])
+    assert Counter(stored.column(0).to_pylist()) == {
+        f"{name}.{i}": 1 for name in "abc" for i in range(per_file)
+    }, outcomes
+    counts = sorted(out.splitlines()[-1].split(";")[0] for _, out, _ in outcomes)
+    assert counts == [
+        "1 file(s) loaded with delta-rs, 1 already loaded",
+        "2 file(s) loaded with delta-rs, 0 already loaded",
+    ], outcomes
+    assert DeltaTable(str(lake / "_backfill_files")).count() == 3
+    waits = sorted(err.count("waiting for another backfill") for _, _, err in outcomes)
+    assert waits == [0, 1], outcomes
