@@ -190,10 +190,11 @@ class GroupCommitBuffer:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="flusher")
 
-    def check_capacity(self, incoming: int = 0, held: int = 0) -> None:
+    def check_capacity(self, incoming: int = 0, held: int = 0, *, memory: bool = True) -> None:
         """Refuse new work early (before decoding) when full or stopping. `incoming`: what the
         new request will need beyond the `held` bytes it already counts in; a request alone
-        is always let in (it could never fit later)."""
+        is always let in (it could never fit later). `memory`: the process's memory limit
+        counts too (not for rows already converted: see `submit`)."""
         if self._closing:
             raise ShuttingDownError("otel-delta is shutting down")
         if self._buffer_full(incoming, held):
@@ -203,7 +204,7 @@ class GroupCommitBuffer:
                 "converted); retry later",
                 self.retry_after,
             )
-        resident = self._over_memory(incoming, held)
+        resident = self._over_memory(incoming, held) if memory else None
         if resident is not None:
             raise MemoryLimitError(
                 f"otel-delta at its memory limit ({resident} of {self.max_resident_bytes} "
@@ -308,7 +309,9 @@ class GroupCommitBuffer:
         """Buffer the rows and wait until they are committed (raises CommitError if not).
         `held`: the memory a table holds, by name, where its buffers' lengths say less
         (`Converted.held`)."""
-        self.check_capacity()
+        # not the memory limit: the rows are converted, and their request was admitted under
+        # it before; refused now, the work would be thrown away with no wait for room
+        self.check_capacity(memory=False)
         if not tables:
             return
         held = held or {}

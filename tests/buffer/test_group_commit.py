@@ -154,6 +154,24 @@ def test_resident_memory_at_its_limit_holds_requests_back_but_never_one_alone(
     assert read_table(tmp_path, "spans")["name"].to_pylist() == ["s1"]
 
 
+def test_rows_already_converted_are_not_refused_for_the_memory_limit(tmp_path: Path) -> None:
+    """ack = "commit": a request admitted under the limit hands its rows over after its own
+    reservation is let go; with another request held and the RSS now over the limit, they
+    were refused there (MemoryLimitError), the conversion thrown away and no wait for room."""
+    writer = RecordingWriter(Lakehouse(str(tmp_path)))
+
+    async def scenario() -> None:
+        buffer = make_buffer(writer, max_resident_bytes=1_000, resident=lambda: 10_000)
+        buffer.start()
+        await buffer.admit(100)  # another request, alone when admitted, converting still
+        await buffer.submit(spans(1))
+        buffer.release(100)
+        await buffer.close()
+
+    asyncio.run(scenario())
+    assert read_table(tmp_path, "spans")["name"].to_pylist() == ["s1"]
+
+
 def test_no_resident_limit_never_reads_the_resident_memory(tmp_path: Path) -> None:
     def unreadable() -> int:
         raise AssertionError("read without a limit")

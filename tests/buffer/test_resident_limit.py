@@ -4,7 +4,6 @@ loses nothing it acknowledged."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import grpc
@@ -17,6 +16,10 @@ from tests.helpers import ServeProcess, bridge_config, read_table, table_exists,
 from tests.transports.test_bad_input import span, trace_request
 
 pytestmark = pytest.mark.e2e
+
+
+def scrape(server: ServeProcess) -> str:
+    return requests.get(f"http://127.0.0.1:{server.admin_port}/metrics", timeout=10).text
 
 
 def test_a_bridge_over_its_memory_limit_defers_requests_and_keeps_what_it_acked(
@@ -45,12 +48,12 @@ def test_a_bridge_over_its_memory_limit_defers_requests_and_keeps_what_it_acked(
             trailers = dict(err.value.trailing_metadata())
             info = RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"])
             assert info.retry_delay.seconds == 1
-            metrics = requests.get(f"http://127.0.0.1:{server.admin_port}/metrics", timeout=10)
+            metrics = scrape(server)
             assert (
                 'otel_delta_receiver_refused_requests_total{reason="memory_limit",'
                 'signal="traces",transport="grpc"} 1.0'
-            ) in metrics.text
-            assert "\notel_delta_buffer_max_resident_bytes 1.0\n" in metrics.text
+            ) in metrics
+            assert "\notel_delta_buffer_max_resident_bytes 1.0\n" in metrics
             blocker.unlink()
             wait_until(
                 lambda: (
@@ -60,7 +63,11 @@ def test_a_bridge_over_its_memory_limit_defers_requests_and_keeps_what_it_acked(
                 timeout=60,
                 what="the acked span committed once the table can be written",
             )
-            time.sleep(0.5)  # the commit releases the buffer right after the table shows it
+            wait_until(  # the commit releases the buffer right after the table shows it
+                lambda: "\notel_delta_buffer_bytes 0.0\n" in scrape(server),
+                timeout=60,
+                what="the buffer empty once the span is committed",
+            )
             traces.Export(trace_request(span("after")), timeout=30)
         assert server.stop() == 0
     finally:
