@@ -238,12 +238,12 @@ class GroupCommitBuffer:
 
         `max_bytes` counts the rows; the RSS also holds the bridge at rest, requests being
         received and converted, and the files being encoded, which grow with the load and
-        with what the allocators keep. Under a
-        sustained metrics load that came to 300-320 MiB beside a full buffer, over the
-        memory bound (docs/performance.md). So, as the Collector's memory_limiter does, the
-        measured RSS stops admission too, and the buffer runs below `max_bytes` while the rest
-        needs the room. A request with nothing else held is let in, as in `_full`: RSS an
-        allocator keeps after everything is committed must not refuse every request."""
+        with what the allocators keep. Under a sustained metrics load that came to 300-320
+        MiB beside a full buffer, over the memory bound (docs/performance.md). So, as the
+        Collector's memory_limiter does, the measured RSS stops admission too, and the buffer
+        runs below `max_bytes` while the rest needs the room. A request with nothing else
+        held is let in, as in `_full`: RSS an allocator keeps after everything is committed
+        must not refuse every request."""
         if self.max_resident_bytes is None or self._bytes + self._reserved == held:
             return None
         resident = self._resident_now()
