@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -225,6 +226,12 @@ class ServeProcess:
             self.proc.kill()
             raise AssertionError(f"serve did not start (exit code {code}):\n" + "".join(self.lines))
         self.endpoint = f"127.0.0.1:{self.port}"
+
+    def metrics(self) -> str:
+        """The bridge's admin /metrics, as text."""
+        url = f"http://127.0.0.1:{self.admin_port}/metrics"
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.read().decode()
 
     def kill9(self) -> None:
         self.proc.send_signal(signal.SIGKILL)

@@ -238,7 +238,7 @@ def test_serve_opens_every_door_and_logs_json(tmp_path: Path) -> None:
         assert answer.status_code == 200
         ready = requests.get(f"http://127.0.0.1:{server.admin_port}/readyz", timeout=30)
         assert ready.status_code == 200
-        metrics = requests.get(f"http://127.0.0.1:{server.admin_port}/metrics", timeout=30).text
+        metrics = server.metrics()
         assert "otel_delta_receiver_requests_total" in metrics
         # the stream job's series are on its own endpoint, not a bridge's (always zero here)
         assert "otel_delta_stream_" not in metrics

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-import requests
 from google.rpc.error_details_pb2 import RetryInfo
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
@@ -16,10 +15,6 @@ from tests.helpers import ServeProcess, bridge_config, read_table, table_exists,
 from tests.transports.test_bad_input import span, trace_request
 
 pytestmark = pytest.mark.e2e
-
-
-def scrape(server: ServeProcess) -> str:
-    return requests.get(f"http://127.0.0.1:{server.admin_port}/metrics", timeout=10).text
 
 
 def test_a_bridge_over_its_memory_limit_defers_requests_and_keeps_what_it_acked(
@@ -48,7 +43,7 @@ def test_a_bridge_over_its_memory_limit_defers_requests_and_keeps_what_it_acked(
             trailers = dict(err.value.trailing_metadata())
             info = RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"])
             assert info.retry_delay.seconds == 1
-            metrics = scrape(server)
+            metrics = server.metrics()
             assert (
                 'otel_delta_receiver_refused_requests_total{reason="memory_limit",'
                 'signal="traces",transport="grpc"} 1.0'
@@ -64,7 +59,7 @@ def test_a_bridge_over_its_memory_limit_defers_requests_and_keeps_what_it_acked(
                 what="the acked span committed once the table can be written",
             )
             wait_until(  # the commit releases the buffer right after the table shows it
-                lambda: "\notel_delta_buffer_bytes 0.0\n" in scrape(server),
+                lambda: "\notel_delta_buffer_bytes 0.0\n" in server.metrics(),
                 timeout=60,
                 what="the buffer empty once the span is committed",
             )

@@ -11,7 +11,6 @@ import json
 import re
 import shutil
 import subprocess
-import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -297,9 +296,7 @@ def test_java_sdk_exports_are_answered_in_time_with_ack_commit(tmp_path: Path) -
 
 def _refused(serve: ServeProcess, transport: str, reason: str) -> float:
     """The bridge's count of whole Exports of spans it refused for `reason` (admin /metrics)."""
-    url = f"http://127.0.0.1:{serve.admin_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
+    text = serve.metrics()
     labels = f'reason="{reason}",signal="traces",transport="{transport}"'
     found = re.search(
         rf"^otel_delta_receiver_refused_requests_total\{{{labels}\}} (\S+)$", text, re.M

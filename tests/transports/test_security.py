@@ -217,7 +217,7 @@ def test_a_token_not_in_utf8_is_refused_like_any_wrong_token(tmp_path) -> None:
             )
             status_line = client.makefile("rb").readline()
         assert status_line.startswith(b"HTTP/1.1 401 "), status_line
-        metrics = requests.get(f"http://127.0.0.1:{serve.admin_port}/metrics", timeout=30).text
+        metrics = serve.metrics()
         assert 'reason="unauthenticated"' in metrics
     finally:
         serve.stop()
