@@ -94,6 +94,30 @@ def test_wrong_format_leaves_the_file_to_a_run_with_the_right_one(tmp_path: Path
 PAUSE_SECONDS = 6  # longer than one process may start after the other on a busy machine
 
 
+def at_once(lake: Path, *file_sets: list[Path]) -> list[tuple[int, str, str]]:
+    """`otel-delta backfill` of each file set into `lake` (delta-rs), all started at once and
+    each paused once its files are planned (otel_delta/faults.py), so all would plan on the
+    same ledger however slowly each starts; (exit code, stdout, stderr) of each run."""
+    env = {
+        **os.environ,
+        "OTEL_DELTA_DELTALAKE__TABLE_PATH": str(lake),
+        "OTEL_DELTA_DELTALAKE__OPERATIONS__ENGINE": "delta-rs",
+        "OTEL_DELTA_PAUSE_AT": f"backfill-planned:{PAUSE_SECONDS}",
+    }
+    argv = [sys.executable, "-m", "otel_delta.cli", "backfill"]
+    runs = [
+        subprocess.Popen(
+            [*argv, *map(str, files)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for files in file_sets
+    ]
+    return [(run.wait(timeout=120), *run.communicate()) for run in runs]
+
+
 def test_the_same_backfill_twice_at_once_counts_its_files_once(tmp_path: Path) -> None:
     """Two `otel-delta backfill` of the same file into one lake at once: the rows are stored
     once, and so are the counts: one run loaded the file, the other found it already loaded
@@ -103,18 +127,7 @@ def test_the_same_backfill_twice_at_once_counts_its_files_once(tmp_path: Path) -
     the first's turn (the backfill lease, backfill/ledger.py) and plans after it."""
     path = write_json_lines(tmp_path / "logs.json", [corpus.logs_request()] * 2)
     lake = tmp_path / "lake"
-    env = {
-        **os.environ,
-        "OTEL_DELTA_DELTALAKE__TABLE_PATH": str(lake),
-        "OTEL_DELTA_DELTALAKE__OPERATIONS__ENGINE": "delta-rs",
-        "OTEL_DELTA_PAUSE_AT": f"backfill-planned:{PAUSE_SECONDS}",
-    }
-    argv = [sys.executable, "-m", "otel_delta.cli", "backfill", str(path)]
-    runs = [
-        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        for _ in range(2)
-    ]
-    outcomes = [(run.wait(timeout=120), *run.communicate()) for run in runs]
+    outcomes = at_once(lake, [path], [path])
 
     assert [code for code, _, _ in outcomes] == [0, 0], outcomes
     counts = sorted(out.splitlines()[-1].split(";")[0] for _, out, _ in outcomes)
@@ -147,24 +160,7 @@ def test_overlapping_backfills_at_once_store_and_count_the_shared_file_once(
         name: write_json_lines(tmp_path / f"{name}.json", [logs_named(name)]) for name in "abc"
     }
     lake = tmp_path / "lake"
-    env = {
-        **os.environ,
-        "OTEL_DELTA_DELTALAKE__TABLE_PATH": str(lake),
-        "OTEL_DELTA_DELTALAKE__OPERATIONS__ENGINE": "delta-rs",
-        "OTEL_DELTA_PAUSE_AT": f"backfill-planned:{PAUSE_SECONDS}",
-    }
-    argv = [sys.executable, "-m", "otel_delta.cli", "backfill"]
-    runs = [
-        subprocess.Popen(
-            [*argv, str(files[first]), str(files[second])],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for first, second in (("a", "b"), ("b", "c"))
-    ]
-    outcomes = [(run.wait(timeout=120), *run.communicate()) for run in runs]
+    outcomes = at_once(lake, [files["a"], files["b"]], [files["b"], files["c"]])
 
     assert [code for code, _, _ in outcomes] == [0, 0], outcomes
     per_file = len(logs_named("a").resource_logs[0].scope_logs[0].log_records)
