@@ -21,6 +21,8 @@ POINTS = (
     "delta-committed",  # a Delta commit succeeded, its records not yet released from the log
     # `otel-delta stream`: one table of a micro-batch committed, the batch's other tables not
     "stream-table-committed",
+    # `otel-delta backfill`: a load's tables committed, its files not yet in the ledger
+    "backfill-committed",
 )
 # `otel-delta stream`: an executor converting a micro-batch's messages (pause only); an
 # optimize holding the table's maintenance lease, before it plans (pause only); the closed

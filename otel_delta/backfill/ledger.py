@@ -67,6 +67,15 @@ def loaded_hashes(root: str, storage: dict[str, str] | None = None) -> set[str]:
     return set(table.to_pyarrow_table(columns=["file_sha256"]).column(0).to_pylist())
 
 
+def recorded_batches(root: str, storage: dict[str, str] | None = None) -> set[str]:
+    """The batches whose files the ledger records."""
+    try:
+        table = DeltaTable(table_uri(root, LEDGER_TABLE), storage_options=storage or None)
+    except TableNotFoundError:
+        return set()
+    return set(table.to_pyarrow_table(columns=["batch_id"]).column(0).to_pylist())
+
+
 def committed(uri: str, app: str, storage: dict[str, str] | None = None) -> bool:
     """Has a commit with this txn app id (at our version) landed in the table already?"""
     try:

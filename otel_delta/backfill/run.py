@@ -8,14 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from otel_delta.backfill import ledger
+from otel_delta.backfill import batches, ledger
 from otel_delta.backfill.files import Format
 from otel_delta.backfill.plan import Loaded, PlannedFile, not_loaded, plan
 from otel_delta.backfill.progress import Progress
 from otel_delta.config import Settings
 from otel_delta.engines import DeltaRsEngine, Engine, EngineName, Engines
 from otel_delta.errors import BackfillError, OtelDeltaError, store_errors_named
-from otel_delta.faults import pause_point
+from otel_delta.faults import crash_point, pause_point
 from otel_delta.lakehouse import Lakehouse
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,7 @@ class BackfillReport:
     dead_letters: int = 0
     skipped_commits: list[str] = field(default_factory=list)
     files_not_loaded: int = 0  # nothing decoded: not recorded, a later run may load them
+    files_held_back: int = 0  # a stopped load's, which cannot be finished yet (batches.py)
 
     @classmethod
     def of(cls, engine: str, loaded: Loaded, skipped: int) -> BackfillReport:
@@ -45,6 +46,24 @@ class BackfillReport:
             loaded.total("dead_letters"),
             loaded.skipped_commits,
             len(loaded.not_loaded),
+        )
+
+    def plus(self, other: BackfillReport) -> BackfillReport:
+        """The counts of two loads of one run (a stopped load finished first, then its own)."""
+        rows = dict(self.rows)
+        for name, count in other.rows.items():
+            rows[name] = rows.get(name, 0) + count
+        return BackfillReport(
+            self.engine,
+            self.files_new + other.files_new,
+            self.files_skipped + other.files_skipped,
+            dict(sorted(rows.items())),
+            self.records + other.records,
+            self.rejected + other.rejected,
+            self.dead_letters + other.dead_letters,
+            self.skipped_commits + other.skipped_commits,
+            self.files_not_loaded + other.files_not_loaded,
+            self.files_held_back + other.files_held_back,
         )
 
 
@@ -74,20 +93,12 @@ def backfill(
     # hashed before taking turns (runs at once read their files at once); a re-run with
     # nothing new takes no lease, nor waits for another run
     files, skipped = plan(paths, loaded_before)
-    if not files:
-        return BackfillReport(chosen.name, 0, skipped)
-    say = _say_to(progress_stream)
-    with ledger.one_run_at_a_time(lakehouse.root, say, lakehouse.storage):
-        # one run at a time plans on the ledger, loads and records: the files another run
-        # recorded while this one waited are skipped (two runs at once over a+b and b+c have
-        # different batches, so the txn ids cannot stop both from committing b)
-        with store_errors_named(ledger.LEDGER_TABLE, lakehouse.uri(ledger.LEDGER_TABLE)):
-            loaded_now = ledger.loaded_hashes(lakehouse.root, lakehouse.storage)
-        files, recorded_since = not_loaded(files, loaded_now)
-        skipped += recorded_since
-        if not files:
+    with store_errors_named(batches.BATCHES_TABLE, lakehouse.uri(batches.BATCHES_TABLE)):
+        if not files and not batches.any_unfinished(lakehouse.root, lakehouse.storage):
             return BackfillReport(chosen.name, 0, skipped)
-        pause_point("backfill-planned")
+    say = _say_to(progress_stream)
+
+    def load(files: list[PlannedFile], skipped: int, fmt: Format) -> BackfillReport:
         return _load(
             settings,
             lakehouse,
@@ -99,6 +110,33 @@ def backfill(
             progress_stream,
             show_progress,
         )
+
+    with ledger.one_run_at_a_time(lakehouse.root, say, lakehouse.storage):
+        # one run at a time plans on the ledger, loads and records: the files another run
+        # recorded while this one waited are skipped (two runs at once over a+b and b+c have
+        # different batches, so the txn ids cannot stop both from committing b)
+        with store_errors_named(ledger.LEDGER_TABLE, lakehouse.uri(ledger.LEDGER_TABLE)):
+            loaded_now = ledger.loaded_hashes(lakehouse.root, lakehouse.storage)
+        files, recorded_since = not_loaded(files, loaded_now)
+        report = BackfillReport(chosen.name, 0, skipped + recorded_since)
+        # a load a crash stopped after some of its table commits is finished first, as the
+        # same batch, or its files are held back: in this run's batch they would be stored
+        # twice (batches.py)
+        with store_errors_named(batches.BATCHES_TABLE, lakehouse.uri(batches.BATCHES_TABLE)):
+            resumes, held_back = batches.to_finish(lakehouse, files, say)
+        for resume in resumes:
+            say(
+                f"otel-delta: finishing an earlier backfill of {len(resume.files)} file(s) that "
+                "stopped after some of its table commits"
+            )
+            report = report.plus(load(resume.files, 0, resume.fmt))
+        finishing = held_back.union(*({f.sha256 for f in r.files} for r in resumes))
+        report.files_held_back = len([f for f in files if f.sha256 in held_back])
+        files = [f for f in files if f.sha256 not in finishing]
+        if not files:
+            return report
+        pause_point("backfill-planned")
+        return report.plus(load(files, 0, fmt))
 
 
 def _say_to(stream: TextIO | None) -> Callable[[str], None]:
@@ -123,6 +161,8 @@ def _load(
 ) -> BackfillReport:
     """Convert and commit the planned files, then record them (the caller holds the lease)."""
     batch = ledger.batch_id([f.sha256 for f in files])
+    with store_errors_named(batches.BATCHES_TABLE, lakehouse.uri(batches.BATCHES_TABLE)):
+        batches.start(lakehouse.root, batch, files, fmt, lakehouse.storage)
     progress = Progress(len(files), progress_stream, show_progress)
     if isinstance(chosen, DeltaRsEngine):
         from otel_delta.backfill.local import run_local
@@ -142,7 +182,9 @@ def _load(
                 f"backfill on Spark (master {settings.spark.master}) failed: {first}"
             ) from exc
     progress.update(len(files), loaded.total_rows, final=True)
-    # the rows are committed: if the store fails here, a re-run records the files, adding none
+    crash_point("backfill-committed")
+    # the rows are committed: if the store fails here, the next run records the files, adding
+    # none, whatever files it is given (batches.py)
     with store_errors_named(ledger.LEDGER_TABLE, lakehouse.uri(ledger.LEDGER_TABLE)):
         recorded = ledger.append_once(
             lakehouse.root,
@@ -151,6 +193,8 @@ def _load(
             ledger.app_id(batch),
             lakehouse.storage,
         )
+    with store_errors_named(batches.BATCHES_TABLE, lakehouse.uri(batches.BATCHES_TABLE)):
+        batches.finish(lakehouse.root, batch, lakehouse.storage)
     if loaded.files and not recorded:
         # another run of the same files at once recorded them: the same batch, the same txn
         # ids, so each table committed their rows once, whichever run got there first. That
@@ -171,6 +215,11 @@ def summary(report: BackfillReport, table_root: str) -> str:
         + (
             f", {report.files_not_loaded} not loaded (nothing could be decoded)"
             if report.files_not_loaded
+            else ""
+        )
+        + (
+            f", {report.files_held_back} held back (an earlier backfill's, above)"
+            if report.files_held_back
             else ""
         )
         + f"; {report.records:,} records, {report.rejected:,} item(s) rejected, "

@@ -260,9 +260,24 @@ BACKFILL_FILES = pa.schema(
         pa.field("loaded_at", TIMESTAMP),
     ]
 )
+# The backfill's loads as they start and finish: a load that a crash stopped between its table
+# commits and its ledger append is finished by the next run, whatever files that run is given
+# (backfill/batches.py)
+BATCHES_TABLE = "_backfill_batches"
+BACKFILL_BATCHES = pa.schema(
+    [
+        pa.field("batch_id", STRING),
+        pa.field("event", STRING),  # started: one row per file of the load; finished: one row
+        pa.field("file_sha256", STRING),  # NULL in a finished row
+        pa.field("file", STRING),  # the path the load read it from; NULL in a finished row
+        pa.field("format", STRING),  # the load's --format, in its first started row
+        pa.field("at", TIMESTAMP),
+    ]
+)
 # every bookkeeping table: its schema and Delta description, whichever writer creates it
 BOOKKEEPING_TABLES: dict[str, tuple[pa.Schema, str]] = {
     DEAD_LETTER_TABLE: (DEAD_LETTERS, DEAD_LETTER_DESCRIPTION),
     AUDIT_TABLE: (AUDIT, "otel-delta: hard deletes and redactions"),
     LEDGER_TABLE: (BACKFILL_FILES, f"otel-delta backfill bookkeeping: {LEDGER_TABLE}"),
+    BATCHES_TABLE: (BACKFILL_BATCHES, f"otel-delta backfill bookkeeping: {BATCHES_TABLE}"),
 }

@@ -12,6 +12,9 @@ import pytest
 from deltalake import DeltaTable
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
+from otel_delta.backfill import batches, ledger
+from otel_delta.backfill.plan import PlannedFile
+from otel_delta.faults import CRASH_EXIT_CODE
 from otel_delta.signals import SIGNALS_BY_NAME
 from tests import corpus
 from tests.backfill.collector import write_json_lines
@@ -176,3 +179,115 @@ def test_overlapping_backfills_at_once_store_and_count_the_shared_file_once(
     assert DeltaTable(str(lake / "_backfill_files")).count() == 3
     waits = sorted(err.count("waiting for another backfill") for _, _, err in outcomes)
     assert waits == [0, 1], outcomes
+
+
+def stored_events(lake: Path) -> Counter:
+    return Counter(
+        DeltaTable(str(lake / "logs"))
+        .to_pyarrow_table(columns=["event_name"])
+        .column(0)
+        .to_pylist()
+    )
+
+
+def records_of(*names: str) -> Counter:
+    per_file = len(logs_named("a").resource_logs[0].scope_logs[0].log_records)
+    return Counter({f"{name}.{i}": 1 for name in names for i in range(per_file)})
+
+
+def lake_env(lake: Path, **more: str) -> dict[str, str]:
+    return {
+        "OTEL_DELTA_DELTALAKE__TABLE_PATH": str(lake),
+        "OTEL_DELTA_DELTALAKE__OPERATIONS__ENGINE": "delta-rs",
+        **more,
+    }
+
+
+@pytest.mark.e2e  # about a minute: the stopped run's backfill lease has to run out
+def test_a_backfill_stopped_after_its_table_commits_is_finished_by_a_run_of_other_files(
+    tmp_path: Path,
+) -> None:
+    """A backfill of a.json + b.json killed after its table commits, before its ledger
+    append; the next run is given a.json, b.json and a new c.json (a cron job over a folder
+    the file exporter writes to). Its batch differs, so the txn ids let it commit a's and b's
+    rows a second time (every record of a and b stored twice). It now finishes the stopped
+    load first, as that load's batch, and then loads c."""
+    files = {
+        name: write_json_lines(tmp_path / f"{name}.json", [logs_named(name)]) for name in "abc"
+    }
+    lake = tmp_path / "lake"
+    stopped = run(
+        str(files["a"]),
+        str(files["b"]),
+        env=lake_env(lake, OTEL_DELTA_CRASH_AT="backfill-committed"),
+    )
+    assert stopped.returncode == CRASH_EXIT_CODE, stopped.stderr
+    assert stored_events(lake) == records_of("a", "b")
+
+    again = run(*map(str, files.values()), env=lake_env(lake))
+
+    assert again.returncode == 0, again.stderr
+    assert stored_events(lake) == records_of("a", "b", "c")
+    assert "finishing an earlier backfill of 2 file(s)" in again.stderr
+    assert "3 file(s) loaded with delta-rs, 0 already loaded" in again.stdout
+    assert DeltaTable(str(lake / "_backfill_files")).count() == 3
+    nothing_new = run(*map(str, files.values()), env=lake_env(lake))
+    assert "0 file(s) loaded with delta-rs, 3 already loaded" in nothing_new.stdout
+    assert "earlier backfill" not in nothing_new.stderr
+
+
+@pytest.mark.e2e  # as above
+def test_a_stopped_backfill_whose_files_are_gone_holds_them_back_until_given_again(
+    tmp_path: Path,
+) -> None:
+    """The load of a.json + b.json stopped as above, and b.json is gone: a run given a.json and
+    c.json loads c only (a's rows are stored already, and loading a in another batch would
+    store them twice) and says why; once b.json is back, elsewhere, a run given it finishes
+    the stopped load: each record stored once."""
+    files = {
+        name: write_json_lines(tmp_path / f"{name}.json", [logs_named(name)]) for name in "abc"
+    }
+    lake = tmp_path / "lake"
+    stopped = run(
+        str(files["a"]),
+        str(files["b"]),
+        env=lake_env(lake, OTEL_DELTA_CRASH_AT="backfill-committed"),
+    )
+    assert stopped.returncode == CRASH_EXIT_CODE, stopped.stderr
+    moved = tmp_path / "elsewhere" / "b.json"
+    moved.parent.mkdir()
+    files["b"].rename(moved)
+
+    without_b = run(str(files["a"]), str(files["c"]), env=lake_env(lake))
+
+    assert without_b.returncode == 0, without_b.stderr
+    assert "held back until a run is given them" in without_b.stderr
+    assert str(files["b"]) in without_b.stderr
+    assert "1 file(s) loaded with delta-rs, 0 already loaded, 1 held back" in without_b.stdout
+    assert stored_events(lake) == records_of("a", "b", "c")
+
+    with_b = run(str(moved), env=lake_env(lake))
+
+    assert with_b.returncode == 0, with_b.stderr
+    assert "2 file(s) loaded with delta-rs, 0 already loaded" in with_b.stdout
+    assert stored_events(lake) == records_of("a", "b", "c")
+    ledger = DeltaTable(str(lake / "_backfill_files")).to_pyarrow_table(columns=["file"])
+    assert sorted(ledger.column(0).to_pylist()) == sorted(
+        [str(files["a"]), str(moved), str(files["c"])]
+    )
+
+
+def test_a_started_load_that_committed_nothing_leaves_no_trace(tmp_path: Path) -> None:
+    """A load recorded as started whose files are gone and that committed to no table (the
+    process died before its first commit) holds nothing back: nothing of it is stored."""
+    lake = tmp_path / "lake"
+    gone = PlannedFile(str(tmp_path / "gone.json"), "0" * 64)
+    batches.start(str(lake), ledger.batch_id([gone.sha256]), [gone], "auto")
+    path = write_json_lines(tmp_path / "c.json", [logs_named("c")])
+
+    done = run(str(path), env=lake_env(lake))
+
+    assert done.returncode == 0, done.stderr
+    assert "held back" not in done.stderr + done.stdout
+    assert "1 file(s) loaded with delta-rs, 0 already loaded" in done.stdout
+    assert stored_events(lake) == records_of("c")

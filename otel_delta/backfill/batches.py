@@ -1,0 +1,167 @@
+"""The backfill's loads as they start and finish (`_backfill_batches`), and what the next run does
+with a load that a crash stopped half way.
+
+A load commits each table, then records its files in the ledger (ledger.py). Its table commits
+carry the Delta txn id of its batch, a hash of its set of files, so a re-run of the same set
+skips the tables committed already. A run given another set (the folder a file exporter writes
+to has new files since: a backfill run from cron) has another batch, and would commit the
+stopped load's rows a second time. So a load writes its files here before its first table
+commit, and a finished row after its ledger append; the next run, holding the backfill lease,
+looks at every load started and not finished before it plans its own:
+
+- recorded in the ledger (the crash came after the ledger append): marked finished;
+- committed to no table: nothing of it is stored; marked finished, its files load as any other;
+- committed to some table: loaded again as the same batch (`Resume`), so the tables that have
+  its rows skip it and the others get them, then recorded. Its files are found by hash among the
+  run's own files, else at the paths it read them from; if some are gone, all of its files are
+  held back from the run (one line says so) until a run is given them, as loading any of them
+  in another batch would store the rows committed already twice.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+from otel_delta.backfill import ledger
+from otel_delta.backfill.files import Format
+from otel_delta.backfill.plan import PlannedFile
+from otel_delta.backfill.stage import file_sha256
+from otel_delta.lakehouse import Lakehouse, bookkeeping_table, table_uri
+from otel_delta.tables import TABLES
+from otel_delta.tables.schemas import BACKFILL_BATCHES, BATCHES_TABLE, DEAD_LETTER_TABLE
+
+STARTED = "started"
+FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class Resume:
+    """A stopped load to finish: its batch, its files where they are now, its format."""
+
+    batch: str
+    files: list[PlannedFile]
+    fmt: Format
+
+
+@dataclass
+class _Started:
+    batch: str
+    files: dict[str, str]  # SHA-256 → the path the load read it from
+    fmt: Format
+
+
+def start(
+    root: str,
+    batch: str,
+    files: list[PlannedFile],
+    fmt: Format,
+    storage: dict[str, str] | None = None,
+) -> None:
+    """Write the load's files before its first table commit."""
+    now = datetime.now(UTC)
+    rows = [
+        {"batch_id": batch, "event": STARTED, "file_sha256": f.sha256, "file": f.path, "at": now}
+        for f in files
+    ]
+    rows[0]["format"] = fmt  # one row says it: the load is read again as it was read
+    data = pa.Table.from_pylist(rows, schema=BACKFILL_BATCHES)
+    uri = bookkeeping_table(root, BATCHES_TABLE, storage)
+    write_deltalake(uri, data, mode="append", storage_options=storage or None)
+
+
+def finish(root: str, batch: str, storage: dict[str, str] | None = None) -> None:
+    """Mark the load finished: recorded in the ledger, or nothing of it committed."""
+    row = {"batch_id": batch, "event": FINISHED, "at": datetime.now(UTC)}
+    data = pa.Table.from_pylist([row], schema=BACKFILL_BATCHES)
+    uri = bookkeeping_table(root, BATCHES_TABLE, storage)
+    write_deltalake(uri, data, mode="append", storage_options=storage or None)
+
+
+def any_unfinished(root: str, storage: dict[str, str] | None = None) -> bool:
+    return bool(_unfinished_batches(root, storage))
+
+
+def _unfinished_batches(root: str, storage: dict[str, str] | None = None) -> set[str]:
+    try:
+        table = DeltaTable(table_uri(root, BATCHES_TABLE), storage_options=storage or None)
+    except TableNotFoundError:
+        return set()
+    events = table.to_pyarrow_table(columns=["batch_id", "event"]).to_pylist()
+    finished = {row["batch_id"] for row in events if row["event"] == FINISHED}
+    return {row["batch_id"] for row in events} - finished
+
+
+def _unfinished(root: str, storage: dict[str, str] | None = None) -> list[_Started]:
+    batches = _unfinished_batches(root, storage)
+    if not batches:
+        return []
+    table = DeltaTable(table_uri(root, BATCHES_TABLE), storage_options=storage or None)
+    rows = table.to_pyarrow_table(filters=[("batch_id", "in", sorted(batches))]).to_pylist()
+    started: dict[str, _Started] = {}
+    for row in rows:
+        load = started.setdefault(row["batch_id"], _Started(row["batch_id"], {}, "auto"))
+        load.files[row["file_sha256"]] = row["file"]
+        if row["format"]:
+            load.fmt = row["format"]
+    return sorted(started.values(), key=lambda load: load.batch)
+
+
+def committed_to(lakehouse: Lakehouse, batch: str) -> list[str]:
+    """The tables holding a commit of the load (its txn id)."""
+    app = ledger.app_id(batch)
+    names = [*TABLES, DEAD_LETTER_TABLE]
+    return [name for name in names if ledger.committed(lakehouse.uri(name), app, lakehouse.storage)]
+
+
+def _found(sha256: str, path: str, given: dict[str, PlannedFile]) -> PlannedFile | None:
+    """The file with this content: one the run was given, else the one at its old path."""
+    if sha256 in given:
+        return given[sha256]
+    try:
+        if os.path.isfile(path) and file_sha256(path) == sha256:
+            return PlannedFile(path, sha256)
+    except OSError:
+        pass
+    return None
+
+
+def to_finish(
+    lakehouse: Lakehouse, given: list[PlannedFile], say: Callable[[str], None]
+) -> tuple[list[Resume], set[str]]:
+    """The stopped loads to load again now, and the SHA-256 of the files to hold back from
+    this run (those of a stopped load that cannot be finished yet). Marks the loads that need
+    nothing more finished. The caller holds the backfill lease."""
+    root, storage = lakehouse.root, lakehouse.storage
+    stopped = _unfinished(root, storage)
+    if not stopped:
+        return [], set()
+    recorded = ledger.recorded_batches(root, storage)
+    by_hash = {f.sha256: f for f in given}
+    resumes: list[Resume] = []
+    held_back: set[str] = set()
+    for load in stopped:
+        tables = [] if load.batch in recorded else committed_to(lakehouse, load.batch)
+        if not tables:
+            finish(root, load.batch, storage)
+            continue
+        found = {sha: _found(sha, path, by_hash) for sha, path in load.files.items()}
+        missing = sorted(load.files[sha] for sha, there in found.items() if there is None)
+        if not missing:
+            files = [there for there in found.values() if there is not None]
+            resumes.append(Resume(load.batch, sorted(files, key=lambda f: f.path), load.fmt))
+            continue
+        held_back |= set(load.files)
+        say(
+            f"otel-delta: an earlier backfill stopped after committing rows of {len(load.files)} "
+            f"file(s) to {', '.join(tables)} without recording them, and {len(missing)} of "
+            f"them are not here ({missing[0]}): those {len(load.files)} file(s) are held back "
+            "until a run is given them, to load each row once"
+        )
+    return resumes, held_back
