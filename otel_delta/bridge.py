@@ -63,8 +63,10 @@ class Bridge:
         self.connector_server: ConnectorServer | None = None
         self.connector_port = 0
 
-    async def start(self) -> int:
-        """Start flushing and serving; returns the bound gRPC port."""
+    async def start(self, stopping: asyncio.Event | None = None) -> int:
+        """Start flushing and serving; returns the bound gRPC port. 0 when `stopping` was set
+        during the replay of the write-ahead log: nothing serves, and `stop` commits what the
+        replay buffered."""
         receiver = self.settings.receiver
         remote = self.settings.connector_service
         token = remote.resolved_token() if remote.enabled else ""  # fail before binding
@@ -84,7 +86,7 @@ class Bridge:
             self.admin = AdminServer(self.settings.admin, self.checks, self.gauges)
             await self.admin.start()
         try:
-            return await self._start_serving(remote_tls, receiver_tls, bearer, token)
+            return await self._start_serving(remote_tls, receiver_tls, bearer, token, stopping)
         except BaseException:
             if self.admin is not None:  # a start that failed leaves no endpoint behind
                 await self.admin.stop()
@@ -97,6 +99,7 @@ class Bridge:
         receiver_tls: ServerTls | None,
         bearer: BearerToken | None,
         token: str,
+        stopping: asyncio.Event | None,
     ) -> int:
         """The rest of `start`, from the replay of the write-ahead log to the open ports."""
         receiver = self.settings.receiver
@@ -124,8 +127,13 @@ class Bridge:
             )
             self.wal.on_full = buffer.flush_soon
             self._replay = ReplayReport()
-            await replay(self.wal, decoder, self.buffer, self.engines.lakehouse, self._replay)
+            report = await replay(
+                self.wal, decoder, self.buffer, self.engines.lakehouse, self._replay, stopping
+            )
             self._replay = None
+            if report.stopped:
+                decoder.close()
+                return 0
             self.wal.start()
         self.pipeline = ExportPipeline(
             self.buffer,
@@ -298,8 +306,9 @@ class Bridge:
             await self.buffer.close()
 
     async def stop(self, grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> None:
-        """Stop accepting, commit what is buffered, answer the waiting requests."""
-        assert self.buffer is not None and self.grpc is not None and self.pipeline is not None
+        """Stop accepting, commit what is buffered, answer the waiting requests. After a start
+        stopped during its replay (no transports yet): commit what the replay buffered."""
+        assert self.buffer is not None
         self._stopping = True
         if self._health_task is not None:
             self._health_task.cancel()
@@ -307,7 +316,7 @@ class Bridge:
                 await self._health_task
         if self.connector_server is not None:
             await asyncio.to_thread(self.connector_server.stop)
-        stopping = [self.grpc.stop(grace_seconds)]
+        stopping = [self.grpc.stop(grace_seconds)] if self.grpc is not None else []
         if self.http is not None:
             stopping.append(self.http.stop(grace_seconds))
         # the maintainer's round in progress ends beside the transports and the drain, not
@@ -315,7 +324,8 @@ class Bridge:
         if self.maintainer is not None:
             stopping.append(asyncio.to_thread(self.maintainer.stop))
         await asyncio.gather(*stopping, self._drain())
-        self.pipeline.close()
+        if self.pipeline is not None:
+            self.pipeline.close()
         if self.admin is not None:
             await self.admin.stop()
         stats = self.buffer.stats

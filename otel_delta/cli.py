@@ -57,10 +57,29 @@ async def serve(settings: Settings) -> None:
     # terminal closed: there is no configuration reload to mean instead)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def stopping() -> None:
+        """The first signal: stop now, even mid-replay (the replay ends before its next
+        record, `bridge.start` returns 0), within `stop_timeout_seconds` from here."""
+        if stop.is_set():  # SIGHUP: systemd sends it right after SIGTERM
+            return
+        stop.set()
+        log.info("stopping: committing buffered telemetry")
+        # a second SIGTERM or Ctrl-C asks not to wait for the commits (a store that hangs
+        # holds them until stop_timeout_seconds): leaving is as safe as then. Not SIGHUP:
+        # systemd sends it right after SIGTERM (SendSIGHUP=yes), and a closed terminal after
+        # a Ctrl-C
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, leave_now, bridge, "a second signal during the stop")
+        exit_unless_stopped(bridge, settings.buffer.stop_timeout_seconds)
+
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, stopping)
+    # (the handlers run on this loop, so not before `bridge` is set: its first await)
     bridge = Bridge(settings)
-    await bridge.start()
+    if not await bridge.start(stop):  # stopped while it replayed the write-ahead log
+        await bridge.stop()
+        return
     assert bridge.grpc is not None
     doors = [f"{bridge.grpc.endpoint} (OTLP/gRPC)"]
     if bridge.http is not None:
@@ -77,13 +96,6 @@ async def serve(settings: Settings) -> None:
         _acknowledged(bridge),
     )
     await stop.wait()
-    log.info("stopping: committing buffered telemetry")
-    # a second SIGTERM or Ctrl-C asks not to wait for the commits (a store that hangs holds
-    # them until stop_timeout_seconds): leaving is as safe as then. Not SIGHUP: systemd sends
-    # it right after SIGTERM (SendSIGHUP=yes), and a closed terminal after a Ctrl-C
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, leave_now, bridge, "a second signal during the stop")
-    exit_unless_stopped(bridge, settings.buffer.stop_timeout_seconds)
     await bridge.stop()
 
 

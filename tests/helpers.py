@@ -184,9 +184,12 @@ class ServeProcess:
         open_files_soft_limit: int | None = None,
         env: dict[str, str] | None = None,
         own_process_group: bool = False,
+        listening: bool = True,
     ) -> None:
         """`own_process_group`: the server leads a process group of its own, as a command in
-        a terminal does (a Ctrl-C goes to the group: os.killpg(server.proc.pid, SIGINT))."""
+        a terminal does (a Ctrl-C goes to the group: os.killpg(server.proc.pid, SIGINT)).
+        `listening=False`: return once the process runs, not once it listens (a start to be
+        stopped before it listens, e.g. while it replays its write-ahead log)."""
         argv = [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)]
         if open_files_soft_limit is not None:  # as if started under `ulimit -Sn`
             argv = ["sh", "-c", 'ulimit -Sn "$0" && exec "$@"', str(open_files_soft_limit), *argv]
@@ -221,6 +224,9 @@ class ServeProcess:
 
         self._drainer = threading.Thread(target=drain, daemon=True)
         self._drainer.start()
+        if not listening:
+            self.endpoint = ""
+            return
         if not ready.wait(timeout) or not self.port:
             code = self.proc.poll()
             self.proc.kill()

@@ -38,6 +38,7 @@ class ReplayReport:
     replayed: int = 0  # records with rows not yet in Delta
     rows: int = 0  # rows buffered again
     unreadable: int = 0  # records that no longer convert (dropped, logged)
+    stopped: bool = False  # a stop came before every record was read
 
 
 def committed_positions(
@@ -78,13 +79,20 @@ async def replay(
     buffer: GroupCommitBuffer,
     lakehouse: Lakehouse,
     report: ReplayReport | None = None,
+    stopping: asyncio.Event | None = None,
 ) -> ReplayReport:
     """Buffer again what the log holds and the tables do not. With a log without records
     (every record committed at the last stop, or a new log), a table that cannot be read is
     skipped with a warning: one damaged table does not stop a bridge that has nothing to
     replay into it (its commits fail, and are answered so, while the other tables take
     theirs). `report`: the caller's, counted as the replay goes (the bridge's /readyz says
-    how far it is)."""
+    how far it is).
+
+    Once `stopping` is set (a SIGTERM: after a crash the replay can outlast a pod's
+    terminationGracePeriod) it ends before the next record, `report.stopped`. What it has
+    buffered is a prefix of the log, which the stop commits; the records after it stay in
+    the log (nothing is released before the log is `start`ed), and the next start replays
+    those its tables' transaction versions do not cover: none twice, none lost."""
     report = ReplayReport() if report is None else report
     records = wal.replay()
     first = next(records, None)
@@ -97,6 +105,9 @@ async def replay(
     for record in itertools.chain((first,), records):
         if pausing("wal-replaying"):
             await asyncio.to_thread(pause_point, "wal-replaying")
+        if stopping is not None and stopping.is_set():
+            report.stopped = True
+            break
         report.records += 1
         signal = SIGNALS_BY_CODE.get(record.signal_code)
         try:
@@ -124,7 +135,18 @@ async def replay(
         buffer.add(tables, record.position, converted.held)
         if buffer.buffered_bytes >= buffer.max_bytes // 2:
             await buffer.flush()  # keep replay inside the memory bound
-    if report.records:
+    if report.stopped:
+        left = wal.recovered_records - report.records
+        log.info(
+            "write-ahead log: replay stopped after %d of %d record(s) (%d replayed, %d rows); "
+            "the other %d stay in the log for the next start",
+            report.records,
+            wal.recovered_records,
+            report.replayed,
+            report.rows,
+            left,
+        )
+    elif report.records:
         log.info(
             "write-ahead log: %d record(s) read, %d replayed (%d rows), %d unreadable",
             report.records,

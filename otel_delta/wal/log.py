@@ -78,6 +78,7 @@ class WriteAheadLog:
         self.retry_after = retry_after_seconds
         self.instance_id = ""
         self.next_position = FIRST_POSITION
+        self.recovered_records = 0  # readable records `open` found: what `replay` yields
         self.on_durable: Callable[[int, Any], None] = lambda position, item: None
         # called when the log refuses a request for want of room (wal.max_bytes, or the disk
         # full) while records await their commits: those commits are what frees it, and the
@@ -154,6 +155,7 @@ class WriteAheadLog:
         last_position = FIRST_POSITION - 1
         for index, segment in enumerate(self._segments):
             found = scan(segment.path.read_bytes())
+            self.recovered_records += len(found.records)
             if found.records:
                 last_position = max(last_position, found.records[-1].position)
             if found.damage is None:

@@ -1,11 +1,13 @@
 """A start that replays the write-ahead log after a crash (pipeline/replay.py), seen from its
 admin endpoint: liveness answers and readiness says how far the replay is, so that a
 Kubernetes liveness probe does not kill a bridge that is replaying (it took minutes for a full
-log, and the endpoint answered only afterwards)."""
+log, and the endpoint answered only afterwards). A SIGTERM during the replay stops it between
+two records (it waited for the whole replay, past a pod's terminationGracePeriod)."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import urllib.error
 import urllib.request
@@ -21,6 +23,10 @@ from tests.test_cli import one_span_request
 pytestmark = pytest.mark.e2e
 
 PAUSE_SECONDS = 3  # before each record the restart replays
+# the stopped replay: 60 records at 5 s each take 5 minutes, the stop far less than that
+STOPPED_RECORDS = 60
+STOPPED_PAUSE_SECONDS = 5
+STOP_TIMEOUT_SECONDS = 90
 
 
 def get(url: str) -> tuple[int, str]:
@@ -85,3 +91,57 @@ def test_the_admin_endpoint_answers_while_the_log_is_replayed(tmp_path: Path) ->
     assert restarted.stop() == 0
     names = read_table(tmp_path / "lake", "spans")["name"].to_pylist()
     assert sorted(names) == ["s1", "s2"]
+
+
+def test_sigterm_during_the_replay_stops_it_and_the_next_start_replays_the_rest(
+    tmp_path: Path,
+) -> None:
+    """Kubernetes stopping a pod whose bridge replays a long log after a crash: the stop
+    commits what the replay has buffered, leaves the rest in the log and exits 0; the next
+    start stores the rest, and no span twice."""
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        '[admin]\nendpoint = ""\n'
+        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = ""\n'
+        "[buffer]\nflush_interval_seconds = 600\n"  # only a stop commits
+        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
+        "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
+        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    server = ServeProcess(config)
+    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
+    for i in range(1, STOPPED_RECORDS + 1):
+        stub.Export(one_span_request(i), timeout=10)  # acknowledged: in the log
+    server.kill9()
+
+    pause = {"OTEL_DELTA_PAUSE_AT": f"wal-replaying:{STOPPED_PAUSE_SECONDS}"}
+    replaying = ServeProcess(config, env=pause, listening=False)
+    try:
+        # the third pause: two records are read, and buffered
+        wait_until(
+            lambda: sum("pausing at wal-replaying" in line for line in replaying.lines) >= 3,
+            60,
+            "the replay",
+        )
+        code = replaying.stop(timeout=STOP_TIMEOUT_SECONDS)
+    finally:
+        if replaying.proc.poll() is None:  # the replay did not stop: no bridge left running
+            replaying.kill9()
+    output = "".join(replaying.lines)
+    assert code == 0, output
+    assert "listening" not in output
+    stopped = re.search(r"replay stopped after (\d+) of (\d+) record\(s\)", output)
+    assert stopped, output
+    read, total = int(stopped.group(1)), int(stopped.group(2))
+    assert total == STOPPED_RECORDS and 2 <= read < total
+    assert f"the other {total - read} stay in the log" in output
+    # what it had read is committed; the rest is in the log only
+    names = read_table(tmp_path / "lake", "spans")["name"].to_pylist()
+    assert sorted(names, key=lambda n: int(n[1:])) == [f"s{i}" for i in range(1, read + 1)]
+
+    restarted = ServeProcess(config)
+    assert restarted.stop() == 0
+    names = read_table(tmp_path / "lake", "spans")["name"].to_pylist()
+    assert sorted(names, key=lambda n: int(n[1:])) == [
+        f"s{i}" for i in range(1, STOPPED_RECORDS + 1)
+    ]
