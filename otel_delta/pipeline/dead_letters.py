@@ -7,8 +7,13 @@ here: its whole request, read back from the log, goes to the `_dead_letters` tab
 telemetry tables (the one `otel-delta backfill` uses), with the table that refused it and why,
 so nothing acknowledged is lost and it can be loaded again once the table accepts it.
 
-Each dead letter is one Delta commit carrying the transaction (`<wal app id>-dead-letters`, the
-record's position): written again after a crash and replay, it is not stored twice.
+Each dead letter is one Delta commit carrying a transaction of the refusing table
+(`<wal app id>-dead-letters-<table>`, the record's position): written again after a crash and
+replay, it is not stored twice. One id per table: a table's refusals come in log order, but
+two tables' do not (one waits in backoff while the other commits), and a version of a shared
+id marked every earlier position as written, also the other table's dead letter still to come:
+acknowledged, then stored nowhere. A request two tables refuse (a metrics request's gauge and
+sum points) is a dead letter of each, with each table's reason.
 """
 
 from __future__ import annotations
@@ -33,7 +38,11 @@ class DeadLetters:
     def __init__(self, lakehouse: Lakehouse, wal: WriteAheadLog) -> None:
         self.lakehouse = lakehouse
         self.wal = wal
-        self.app_id = f"{wal.app_id}-dead-letters"
+        self.app_id = f"{wal.app_id}-dead-letters"  # + "-<table>": each table's own
+
+    def transaction(self, table: str, position: int) -> Transaction:
+        """The dead letter's Delta transaction: the table's own id, the record's position."""
+        return Transaction(f"{self.app_id}-{table}", position)
 
     def write(self, table: str, position: int, error: RowsRejectedError) -> None:
         """Store the request logged at `position` as a dead letter; durable on return."""
@@ -51,7 +60,7 @@ class DeadLetters:
             self.lakehouse.root,
             DEAD_LETTER_TABLE,
             pa.Table.from_pylist([row], schema=DEAD_LETTERS),
-            Transaction(self.app_id, position),
+            self.transaction(table, position),
             self.lakehouse.storage,
         )
         if not written:

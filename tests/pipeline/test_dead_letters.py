@@ -11,8 +11,10 @@ from pathlib import Path
 import grpc
 import pytest
 from deltalake import DeltaTable
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1 import logs_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta.tables.schemas import DEAD_LETTER_TABLE
@@ -104,3 +106,64 @@ def test_commit_mode_refuses_only_the_request_at_fault(tmp_path: Path) -> None:
         bridge.stop()
     assert sorted(read_table(lake, "spans").column("name").to_pylist()) == ["a", "c", "first"]
     assert not table_exists(lake, DEAD_LETTER_TABLE)
+
+
+def log_request(tag: int, severity: str) -> ExportLogsServiceRequest:
+    record = logs_pb2.LogRecord(
+        time_unix_nano=NOW, severity_text=severity, body=AnyValue(string_value=f"log {tag}")
+    )
+    resource = logs_pb2.ResourceLogs(scope_logs=[logs_pb2.ScopeLogs(log_records=[record])])
+    resource.resource.attributes.append(
+        KeyValue(key="service.name", value=AnyValue(string_value="dlq"))
+    )
+    return ExportLogsServiceRequest(resource_logs=[resource])
+
+
+def test_dead_letters_of_two_tables_out_of_log_order_are_both_kept(tmp_path: Path) -> None:
+    """A poison span is logged, then a poison log record, while the spans table's commits
+    fail (its log replaced by a file: storage down) and wait in backoff; so the logs table's
+    dead letter is written first. Both tables' dead letters shared one Delta transaction id,
+    whose version (the later log position) marked the span's request as written already: it
+    was acknowledged, released from the log, and stored nowhere."""
+    lake, wal = tmp_path / "lake", tmp_path / "wal"
+    settings = make_settings(lake, ack="wal", wal_dir=wal, flush_interval_seconds=0.2)
+    bridge = RunningBridge(settings)
+    try:
+        traces, _, logs = bridge.stubs(bridge.channel())
+        traces.Export(request(1, ["first"]))
+        logs.Export(log_request(1, "INFO"))
+        wait_until(lambda: all(table_exists(lake, name) for name in ("spans", "logs")))
+        wait_until(lambda: read_table(lake, "logs").num_rows == 1)
+        forbid_poison(lake)
+        DeltaTable(str(lake / "logs")).alter.add_constraint(
+            {"no_poison": "severity_text != 'poison'"}
+        )
+        spans_log = lake / "spans" / "_delta_log"
+        spans_log.rename(lake / "spans" / "_delta_log.away")
+        spans_log.write_text("storage down")
+
+        poison_span = request(2, ["poison"])
+        traces.Export(poison_span)  # acknowledged: in the log, its table failing
+        poison_log = log_request(2, "poison")
+        logs.Export(poison_log)
+        wait_until(
+            lambda: (
+                table_exists(lake, DEAD_LETTER_TABLE)
+                and read_table(lake, DEAD_LETTER_TABLE).num_rows == 1
+            )
+        )
+        spans_log.unlink()
+        (lake / "spans" / "_delta_log.away").rename(spans_log)
+        assert bridge.bridge.wal is not None
+        wait_until(lambda: bridge.bridge.wal.pending_records == 0, timeout=60)
+    finally:
+        bridge.stop()
+
+    dead = read_table(lake, DEAD_LETTER_TABLE).to_pylist()
+    assert sorted(d["raw"] for d in dead) == sorted(
+        [poison_span.SerializeToString(), poison_log.SerializeToString()]
+    ), [d["reason"] for d in dead]
+    assert sorted(d["reason"].split(":")[0] for d in dead) == ["logs", "spans"]
+    # a restart on the same log stores nothing twice
+    RunningBridge(settings).stop()
+    assert read_table(lake, DEAD_LETTER_TABLE).num_rows == 2
