@@ -23,7 +23,9 @@ from otel_delta.connector.results import QueryResult, ScanStats
 from otel_delta.connector.scan import (
     STREAMED_SCAN,
     RowGroupPlan,
+    deletion_vectors_applied,
     files_dataset,
+    has_deletion_vectors,
     plan_row_groups,
     read_batches,
 )
@@ -201,7 +203,24 @@ class Query:
         """Which files and row groups the scan would read (opens only the Parquet footers)."""
         with self._files_kept():
             delta, files, stats = self._plan()
+            if has_deletion_vectors(delta):  # read by DataFusion: no row groups of ours
+                return stats
             return self._row_groups(delta, files, stats)[2]
+
+    def _rows(
+        self, batch_size: int, scan_options: dict[str, Any] | None = None
+    ) -> tuple[Iterator[pa.RecordBatch], ScanStats]:
+        """Matching rows as batches (all scanned columns), and what the scan reads. A table
+        with deletion vectors is read by DataFusion, which applies them (scan.py)."""
+        delta, files, stats = self._plan()
+        if has_deletion_vectors(delta):
+            columns = self._scan_columns()
+            rows = deletion_vectors_applied(
+                delta, columns, self.predicate, self._table_schema, batch_size
+            )
+            return rows, stats
+        dataset, plan, stats = self._row_groups(delta, files, stats)
+        return self._filtered_batches(dataset, plan, batch_size, scan_options), stats
 
     def _scan_columns(self) -> list[str]:
         """Result columns plus those the row filter and the sort need."""
@@ -260,9 +279,7 @@ class Query:
             return self._execute()
 
     def _execute(self) -> QueryResult:
-        delta, files, stats = self._plan()
-        dataset, plan, stats = self._row_groups(delta, files, stats)
-        batches = self._filtered_batches(dataset, plan, DEFAULT_BATCH_SIZE)
+        batches, stats = self._rows(DEFAULT_BATCH_SIZE)
         scanned_schema = pa.schema([self._table_schema.field(c) for c in self._scan_columns()])
         if self._order_by:
             table = pa.Table.from_batches(list(batches), schema=scanned_schema)
@@ -289,9 +306,7 @@ class Query:
             yield from self.execute().table.to_batches(batch_size)
             return
         with self._files_kept():
-            delta, files, stats = self._plan()
-            dataset, plan, _ = self._row_groups(delta, files, stats)
-            batches = self._filtered_batches(dataset, plan, batch_size, STREAMED_SCAN)
+            batches, _ = self._rows(batch_size, STREAMED_SCAN)
             yield from self._limited(batches)
 
     def schema(self) -> pa.Schema:

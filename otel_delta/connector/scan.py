@@ -33,6 +33,7 @@ from otel_delta.connector.predicates import Predicate
 from otel_delta.connector.pruning import FileStats, may_match
 from otel_delta.engines.data_files import local_filesystem
 from otel_delta.errors import TableUnreadableError, describe
+from otel_delta.sql import quote_identifier
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +101,48 @@ def files_dataset(delta: DeltaTable, files: list[FileStats]) -> ds.FileSystemDat
     return ds.FileSystemDataset(fragments, schema, empty.format, filesystem=filesystem)
 
 
+def has_deletion_vectors(delta: DeltaTable) -> bool:
+    """Does the table ask its readers to apply deletion vectors? A Spark user's DELETE writes
+    them once they turned them on (`delta.enableDeletionVectors`); delta-rs 1.6.6 applies them
+    in DataFusion only, and its pyarrow dataset refuses such a table (reading the files as they
+    are would return the deleted rows)."""
+    return "deletionVectors" in (delta.protocol().reader_features or [])
+
+
+def deletion_vectors_applied(
+    delta: DeltaTable,
+    columns: list[str],
+    predicate: Predicate | None,
+    schema: pa.Schema,
+    batch_size: int,
+) -> Iterator[pa.RecordBatch]:
+    """The rows matching `predicate` of a table with deletion vectors, `columns` of them, in
+    `schema`'s types: read by delta-rs's DataFusion, which applies the vectors. DataFusion
+    prunes by the log's statistics itself; the row groups' statistics and bloom filters of
+    `read_batches` are not used here."""
+    from deltalake import QueryBuilder
+
+    select = ", ".join(quote_identifier(name, "datafusion") for name in columns)
+    sql = f"SELECT {select} FROM rows"
+    if predicate is not None:
+        sql += f" WHERE {predicate.to_sql('datafusion')}"
+    try:
+        found = QueryBuilder().register("rows", delta).execute(sql)
+        reader = pa.RecordBatchReader.from_stream(found)
+    except Exception as exc:  # DataFusion's planning and I/O errors: one kind of our own
+        raise TableUnreadableError(
+            delta.metadata().name or "?", delta.table_uri, describe(exc)
+        ) from exc
+    wanted = pa.schema([schema.field(name) for name in columns])
+    for batch in reader:  # DataFusion's own types (string views, large lists) as the table's
+        for start in range(0, batch.num_rows, batch_size):
+            yield batch.slice(start, batch_size).cast(wanted)
+
+
 def pyarrow_dataset(delta: DeltaTable, **options: Any) -> ds.Dataset:
     """delta-rs's pyarrow dataset of the table, or TableUnreadableError when the table asks
-    readers for a feature that dataset cannot apply: deletion vectors, which a Spark user's
-    DELETE writes once they turned them on (delta-rs 1.6.6 applies them in DataFusion only).
-    Reading the files as they are would return the deleted rows."""
+    readers for a feature that dataset cannot apply (`has_deletion_vectors`: the queries read
+    such a table with `deletion_vectors_applied` instead)."""
     try:
         return delta.to_pyarrow_dataset(**options)
     except DeltaProtocolError as exc:

@@ -6,12 +6,12 @@ import logging
 from pathlib import Path
 
 import grpc
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
 from otel_delta import DeltaConfig, DeltaLakeConnector
-from otel_delta.errors import TableUnreadableError
 from otel_delta.maintenance.compaction import CompactionResult, RewriteOptions, compact
 from otel_delta.tables import TABLES
 from tests import corpus
@@ -74,21 +74,35 @@ def test_a_feature_delta_rs_cannot_write_holds_commits_with_one_line(tmp_path: P
     assert sorted(by_spark) == sorted(acked)
 
 
-def test_the_connector_refuses_a_table_with_deletion_vectors_in_one_line(
+def test_the_connector_reads_a_table_with_deletion_vectors_as_spark_does(
     bridge, lakehouse: Path, spark, caplog
 ) -> None:
-    """A Spark user turns deletion vectors on and deletes rows: the connector's query (whose
+    """A Spark user turns deletion vectors on and deletes rows: the connector's queries (whose
     scans read the Parquet files through delta-rs's pyarrow dataset, which cannot apply them)
-    refuses the table with our error, naming it and the way out, not delta-rs's own."""
+    refused the table. They now read it through delta-rs's DataFusion, which applies them:
+    the rows Spark reads, with and without a filter, whole or streamed."""
     traces, _, _ = bridge.stubs(bridge.channel())
     traces.Export(corpus.trace_request())
     table = f"delta.`{lakehouse / 'spans'}`"
     spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors'=true)")
     spark.sql(f"DELETE FROM {table} WHERE kind = 'SPAN_KIND_SERVER'")
+    assert "deletionVectors" in (DeltaTable(str(lakehouse / "spans")).protocol().reader_features)
+
+    def by_spark(where: str = "TRUE") -> list[str]:
+        rows = spark.sql(f"SELECT span_id FROM {table} WHERE {where}").collect()
+        return sorted(row.span_id for row in rows)
 
     spans = DeltaLakeConnector(DeltaConfig.for_path(lakehouse)).table("spans")
-    with pytest.raises(TableUnreadableError, match=r"spans.*deletionVectors.*DROP FEATURE"):
-        spans.query().to_arrow()
+    everything = spans.query().to_arrow()
+    assert sorted(everything.column("span_id").to_pylist()) == by_spark()
+    assert everything.schema == spans.query().schema()
+    assert "SPAN_KIND_SERVER" not in everything.column("kind").to_pylist()
+    client = spans.query().filter("kind = 'SPAN_KIND_UNSPECIFIED'").select(["span_id"])
+    streamed = pa.Table.from_batches(list(client.to_batches(batch_size=1)))
+    assert sorted(streamed.column("span_id").to_pylist()) == by_spark(
+        "kind = 'SPAN_KIND_UNSPECIFIED'"
+    )
+    assert spans.query().filter("kind = 'SPAN_KIND_SERVER'").count() == 0
     # and the compaction of today's files skips the table, saying so (it said nothing)
     with caplog.at_level(logging.WARNING, logger="otel_delta.maintenance.compaction"):
         result = compact(
