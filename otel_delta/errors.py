@@ -111,6 +111,12 @@ class ShuttingDownError(OtelDeltaError):
     """The bridge is stopping and accepts no new rows (UNAVAILABLE)."""
 
 
+class ConvertWorkerLostError(OtelDeltaError):
+    """A convert worker process (`receiver.convert_workers`) died while this request was in
+    its pool (the OOM killer, a kill -9): the pool was replaced, and the request was neither
+    logged nor buffered, so sending it again stores it once (UNAVAILABLE)."""
+
+
 class ServerBusyError(OtelDeltaError):
     """The server already runs as many calls of this kind as it takes (e.g. the
     ConnectorService's streaming queries, which hold a thread while their client reads); retry

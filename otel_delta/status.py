@@ -22,6 +22,7 @@ from otel_delta.errors import (
     CommitError,
     ConcurrentModificationError,
     ConfigError,
+    ConvertWorkerLostError,
     InvalidPredicateError,
     InvalidRequestError,
     LeaseHeldError,
@@ -67,6 +68,7 @@ STATUS_OF: tuple[tuple[type[OtelDeltaError], Status], ...] = (
     (ShuttingDownError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
     (CommitError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
     (WalError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
+    (ConvertWorkerLostError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
     # the connector's operations
     (StoreUnavailableError, Status(grpc.StatusCode.UNAVAILABLE, 503, retryable=True)),
     (TableNotFoundError, Status(grpc.StatusCode.NOT_FOUND, 404)),

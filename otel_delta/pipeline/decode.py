@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import logging
 import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError
@@ -27,6 +29,7 @@ from otel_delta.convert import Converted, Rejections, utf8
 from otel_delta.convert import native as native_convert
 from otel_delta.errors import (
     ConfigError,
+    ConvertWorkerLostError,
     InvalidRequestError,
     OtelDeltaError,
     RequestTooLargeError,
@@ -37,6 +40,8 @@ from otel_delta.pipeline.reservation import Reservation
 from otel_delta.signals import SIGNALS_BY_NAME, Signal
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 def use_native(mode: str) -> bool:
@@ -167,16 +172,20 @@ class Decoder:
         self._threads: ThreadPoolExecutor | None = None
         if native and workers == 0:
             self._threads = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="convert")
+        self._workers = workers
         if workers > 0:
-            # spawn, never fork: the server process runs gRPC threads
-            self._pool = ProcessPoolExecutor(
-                workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_leave_stop_signals_to_the_server,
-                initargs=(os.getpid(),),
-            )
+            self._pool = self._start_pool()
             for future in [self._pool.submit(_warm_up) for _ in range(workers)]:
                 future.result()
+
+    def _start_pool(self) -> ProcessPoolExecutor:
+        # spawn, never fork: the server process runs gRPC threads
+        return ProcessPoolExecutor(
+            self._workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_leave_stop_signals_to_the_server,
+            initargs=(os.getpid(),),
+        )
 
     async def decode(
         self,
@@ -227,10 +236,39 @@ class Decoder:
     async def _off_loop(self, function: Callable[..., T], *args: Any) -> T:
         """`function(*args)` where this decoder converts: in a worker process, on a converter
         thread (native conversion, outside the GIL: the event loop stays free), or here."""
-        executor = self._pool or self._threads
+        pool = self._pool
+        executor = pool or self._threads
         if executor is None:
             return function(*args)
-        return await asyncio.get_running_loop().run_in_executor(executor, function, *args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(executor, function, *args)
+        except BrokenProcessPool:
+            if pool is None:
+                raise
+            self._replace(pool)
+            raise ConvertWorkerLostError(
+                "a convert worker process died (out of memory?) while this request was in its "
+                "pool, which was restarted; retry"
+            ) from None
+
+    def _replace(self, broken: ProcessPoolExecutor) -> None:
+        """A pool one of whose workers died is broken for good (every submit fails at once):
+        answering every later request INTERNAL, it made each client drop its data while
+        /readyz said ready. The first request to find `broken` starts a new pool; those that
+        find it at the same moment see it replaced already (all run on the event loop). The
+        new workers start on their own, not awaited: the loop keeps serving meanwhile."""
+        if self._pool is not broken:
+            return
+        self._pool = self._start_pool()
+        broken.shutdown(wait=False, cancel_futures=True)
+        for _ in range(self._workers):
+            self._pool.submit(_warm_up)
+        log.warning(
+            "a convert worker process died (killed, e.g. out of memory on a large request); "
+            "the requests in its pool got the retryable answer, the pool was restarted with "
+            "%d worker(s)",
+            self._workers,
+        )
 
     def close(self) -> None:
         if self._threads is not None:

@@ -19,6 +19,7 @@ from otel_delta.convert import Converted
 from otel_delta.errors import (
     BufferFullError,
     CommitError,
+    ConvertWorkerLostError,
     InvalidRequestError,
     OtelDeltaError,
     RequestTooLargeError,
@@ -37,7 +38,7 @@ from otel_delta.wal import WriteAheadLog
 
 log = logging.getLogger(__name__)
 
-RETRYABLE = (BufferFullError, ShuttingDownError, CommitError, WalError)
+RETRYABLE = (BufferFullError, ShuttingDownError, CommitError, WalError, ConvertWorkerLostError)
 # how long a request waits for a slot before it gets the retryable answer
 SLOT_WAIT_SECONDS = 5.0
 # how a transport hands over a body it has not read yet: a Body, or OtelDeltaError (e.g. 413);

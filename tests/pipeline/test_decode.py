@@ -9,7 +9,10 @@ import threading
 from pathlib import Path
 
 import grpc
+import psutil
 import pytest
+import requests
+from google.rpc.error_details_pb2 import RetryInfo
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
 from tests.helpers import ServeProcess, bridge_config, read_table, wait_until
@@ -82,3 +85,59 @@ def test_workers_end_with_a_server_killed_with_9(tmp_path: Path) -> None:
     assert len(group_members(server.proc.pid)) > 2  # the server, its workers, the tracker
     server.kill9()
     wait_until(lambda: not group_members(server.proc.pid), what="the workers to end")
+
+
+def convert_workers(server: ServeProcess) -> list[psutil.Process]:
+    """The server's convert workers: its children started by multiprocessing's spawn (not
+    its resource tracker)."""
+    children = psutil.Process(server.proc.pid).children()
+    return [child for child in children if "spawn_main" in " ".join(child.cmdline())]
+
+
+def test_a_killed_worker_gets_a_retryable_answer_and_a_new_pool(tmp_path: Path) -> None:
+    """A convert worker that died (the OOM killer on a large request; kill -9 here) left its
+    pool broken for good: every later Export got INTERNAL / 500 "failed to convert traces",
+    which OTLP makes final, so every client dropped its data while /readyz said ready."""
+    server = ServeProcess(
+        bridge_config(tmp_path), env={"OTEL_DELTA_RECEIVER__CONVERT_WORKERS": "1"}
+    )
+    url = f"http://127.0.0.1:{server.http_port}/v1/traces"
+    protobuf = {"Content-Type": "application/x-protobuf"}
+    try:
+        with grpc.insecure_channel(server.endpoint) as channel:
+            traces = trace_service_pb2_grpc.TraceServiceStub(channel)
+            [worker] = convert_workers(server)
+            worker.kill()
+            with pytest.raises(grpc.RpcError) as err:
+                traces.Export(one_span_request(1), timeout=60)
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE, err.value.details()
+            assert "convert worker" in err.value.details()
+            trailers = dict(err.value.trailing_metadata())
+            assert RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"]).retry_delay.seconds
+            traces.Export(one_span_request(2), timeout=60)  # the new pool converts it
+
+        [worker] = convert_workers(server)  # the new pool's, killed in turn
+        worker.kill()
+        answer = requests.post(
+            url, data=one_span_request(3).SerializeToString(), headers=protobuf, timeout=60
+        )
+        assert answer.status_code == 503, answer.text
+        assert int(answer.headers["Retry-After"]) >= 1
+        answer = requests.post(
+            url, data=one_span_request(4).SerializeToString(), headers=protobuf, timeout=60
+        )
+        assert answer.status_code == 200, answer.text
+        metrics = server.metrics()
+        for transport in ("grpc", "http"):
+            assert (
+                'otel_delta_receiver_refused_requests_total{reason="convert_worker_lost",'
+                f'signal="traces",transport="{transport}"}} 1.0'
+            ) in metrics
+    finally:
+        code = server.stop()
+    assert code == 0, "".join(server.lines)
+    died = [line for line in server.lines if "convert worker process died" in line]
+    assert len(died) == 2 and all("WARNING" in line for line in died), died
+    assert not [line for line in server.lines if "Traceback" in line], "".join(server.lines)
+    # acked once each, stored once each; the refused ones were neither logged nor stored
+    assert sorted(read_table(tmp_path / "lake", "spans")["name"].to_pylist()) == ["s2", "s4"]
