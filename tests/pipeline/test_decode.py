@@ -141,3 +141,50 @@ def test_a_killed_worker_gets_a_retryable_answer_and_a_new_pool(tmp_path: Path) 
     assert not [line for line in server.lines if "Traceback" in line], "".join(server.lines)
     # acked once each, stored once each; the refused ones were neither logged nor stored
     assert sorted(read_table(tmp_path / "lake", "spans")["name"].to_pylist()) == ["s2", "s4"]
+
+
+def test_requests_in_a_broken_pool_at_once_restart_it_once(tmp_path: Path) -> None:
+    """Every request in the pool when its worker dies finds it broken at the same moment:
+    the first starts a new pool, the others are answered without starting another."""
+    server = ServeProcess(
+        bridge_config(tmp_path), env={"OTEL_DELTA_RECEIVER__CONVERT_WORKERS": "1"}
+    )
+    received = (
+        'otel_delta_receiver_export_stage_duration_seconds_count{signal="traces",stage="receive"}'
+    )
+    answers: dict[int, grpc.StatusCode] = {}
+
+    def send(i: int) -> None:
+        with grpc.insecure_channel(server.endpoint) as channel:
+            stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+            try:
+                stub.Export(one_span_request(i), timeout=60)
+                answers[i] = grpc.StatusCode.OK
+            except grpc.RpcError as exc:
+                answers[i] = exc.code()
+
+    try:
+        [worker] = convert_workers(server)
+        worker.suspend()  # SIGSTOP: the requests queue up in its pool
+        senders = [threading.Thread(target=send, args=(i,)) for i in range(1, 5)]
+        for sender in senders:
+            sender.start()
+        wait_until(lambda: f"{received} 4.0" in server.metrics(), what="4 requests received")
+        worker.kill()
+        for sender in senders:
+            sender.join(90)
+        # received, a request is in the pool before the loop serves another: at most the
+        # one received last may have reached the new pool instead
+        assert set(answers.values()) <= {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.OK}
+        assert list(answers.values()).count(grpc.StatusCode.UNAVAILABLE) >= 2, answers
+        with grpc.insecure_channel(server.endpoint) as channel:
+            trace_service_pb2_grpc.TraceServiceStub(channel).Export(one_span_request(5), timeout=60)
+        assert len(convert_workers(server)) == 1
+    finally:
+        code = server.stop()
+    assert code == 0, "".join(server.lines)
+    died = [line for line in server.lines if "convert worker process died" in line]
+    assert len(died) == 1, died
+    acked = sorted(f"s{i}" for i, answer in answers.items() if answer == grpc.StatusCode.OK)
+    stored = read_table(tmp_path / "lake", "spans")["name"].to_pylist()
+    assert sorted(stored) == [*acked, "s5"]
