@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.errors import (
+    ConvertWorkerLostError,
     InvalidRequestError,
     OtelDeltaError,
     RequestTooLargeError,
@@ -114,7 +115,13 @@ async def replay(
             if signal is None:
                 raise InvalidRequestError(f"unknown signal code {record.signal_code}")
             raw = await logged_protobuf(record.payload, record.encoding)
-            converted = await decoder.decode(signal, raw, lakehouse.partition_by)
+            try:
+                converted = await decoder.decode(signal, raw, lakehouse.partition_by)
+            except ConvertWorkerLostError:
+                # the worker died under it (the decoder restarted the pool): the record was
+                # converted once when it was accepted, so it gets one more try before the
+                # start gives up (then the next start replays it again)
+                converted = await decoder.decode(signal, raw, lakehouse.partition_by)
             del raw
         except (InvalidRequestError, RequestTooLargeError) as exc:
             # it was accepted once: only another otel-delta version can refuse it now

@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import grpc
+import psutil
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
@@ -43,6 +44,11 @@ def answers(url: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def replaying(admin: str) -> bool:
+    """Whether the bridge whose admin endpoint is `admin` says it replays its log."""
+    return answers(f"http://{admin}/healthz") and "replaying" in get(f"http://{admin}/readyz")[1]
 
 
 def test_the_admin_endpoint_answers_while_the_log_is_replayed(tmp_path: Path) -> None:
@@ -145,3 +151,49 @@ def test_sigterm_during_the_replay_stops_it_and_the_next_start_replays_the_rest(
     assert sorted(names, key=lambda n: int(n[1:])) == [
         f"s{i}" for i in range(1, STOPPED_RECORDS + 1)
     ]
+
+
+def test_a_worker_killed_during_the_replay_does_not_fail_the_start(tmp_path: Path) -> None:
+    """With `receiver.convert_workers`, a worker that dies while the start replays the log (the
+    OOM killer, under the replay's buffered rows) failed the start: its pool was broken for
+    good. The record gets one more try in a new pool."""
+    admin = f"127.0.0.1:{free_port()}"
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'[admin]\nendpoint = "{admin}"\n'
+        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = ""\nconvert_workers = 1\n'
+        "[buffer]\nflush_interval_seconds = 600\n"  # nothing committed before the crash
+        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
+        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    server = ServeProcess(config)
+    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
+    for i in (1, 2):
+        stub.Export(one_span_request(i), timeout=10)  # acknowledged: in the log
+    server.kill9()
+
+    started: list[ServeProcess] = []
+    restart = threading.Thread(
+        target=lambda: started.append(
+            ServeProcess(config, env={"OTEL_DELTA_PAUSE_AT": f"wal-replaying:{PAUSE_SECONDS}"})
+        )
+    )
+    restart.start()
+    try:
+        wait_until(lambda: replaying(admin), 60, "the replay")
+        [bridge] = [p for p in psutil.Process().children() if "serve" in p.cmdline()]
+        [worker] = [p for p in bridge.children() if "spawn_main" in " ".join(p.cmdline())]
+        worker.kill()  # while the replay pauses before its first record
+    except BaseException:
+        restart.join(120)
+        for server in started:  # a failed check leaves no bridge running
+            server.kill9()
+        raise
+    restart.join(120)
+    assert started, "the restart did not come up"
+    restarted = started[0]
+    assert restarted.stop() == 0
+    died = [line for line in restarted.lines if "convert worker process died" in line]
+    assert len(died) == 1, "".join(restarted.lines)
+    names = read_table(tmp_path / "lake", "spans")["name"].to_pylist()
+    assert sorted(names) == ["s1", "s2"]
