@@ -122,7 +122,10 @@ class ExportPipeline:
             error = RequestTooLargeError.over_limit(self.max_request_bytes, size=len(raw))
             return Rejected(error, str(error))
         if self.wal is not None:
-            self.wal.check_capacity(len(request.logged))
+            try:
+                self.wal.check_capacity(len(request.logged))
+            except RequestTooLargeError as exc:  # over wal.max_bytes: no retry can fit it
+                return Rejected(exc, str(exc))
         # its real size: refuse before spending CPU on decoding
         await held.request(len(raw), request.size - len(raw))
         converted = await self._convert(signal, raw, held)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from otel_delta.errors import ConfigError, WalError, WalFullError
+from otel_delta.errors import ConfigError, RequestTooLargeError, WalError, WalFullError
 from otel_delta.faults import crash_point
 from otel_delta.metrics import WAL_SYNC_SECONDS, WAL_SYNCS
 from otel_delta.wal.record import Record, header, scan
@@ -93,6 +93,7 @@ class WriteAheadLog:
         # what /readyz needs to know (`refusing`): the size of the last request refused for
         # want of room, and when a write last failed (the disk full, an I/O error)
         self._refused_bytes = 0
+        self._writing = False  # a batch is being written (not in the queue, not yet on disk)
         self._write_failed: tuple[float, str] | None = None
         # failed writes since the last ERROR line, when that was, and whether a line saying
         # that writes succeed again is due (_log_failure)
@@ -204,10 +205,20 @@ class WriteAheadLog:
     # --- appends ------------------------------------------------------------------------------
 
     def check_capacity(self, incoming: int = 0) -> None:
-        """WalFullError when the log is at `wal.max_bytes` (records not yet committed)."""
-        used = self._used_bytes
+        """WalFullError when the log is at `wal.max_bytes` (records not yet committed);
+        RequestTooLargeError for a request that even an empty log could not take: told to
+        retry, its client would send it again for ever."""
         if self._closing:
             raise WalError("the write-ahead log is closing")
+        if incoming > self.max_bytes:
+            raise RequestTooLargeError(
+                f"request of {incoming} bytes (as received) is over wal.max_bytes "
+                f"({self.max_bytes}): the write-ahead log could never hold it"
+            )
+        used = self._used_bytes
+        if used + incoming > self.max_bytes and self._idle():
+            self._reclaim_idle()
+            used = self._used_bytes
         if used + incoming > self.max_bytes:
             self._refused_bytes = max(self._refused_bytes, incoming)
             self.on_full()
@@ -216,22 +227,45 @@ class WriteAheadLog:
                 "commits); retry later",
                 self.retry_after,
             )
-        if incoming >= self._refused_bytes:
+        self._still_refusing(used)
+
+    def _idle(self) -> bool:
+        """Whether no record awaits a commit, none is queued and none is being written: what
+        the log holds on disk is then all committed, and can go before the next write."""
+        return self._started and not (self._outstanding or self._queue or self._writing)
+
+    def _reclaim_idle(self) -> None:
+        """Free the committed records of an idle log, which only its next write would free:
+        the newest segment is never deleted, and one batch larger than `segment_bytes` fills
+        it past that (a record is never split), so a request that did not fit beside them was
+        refused for good, as nothing was left to commit."""
+        try:
+            self._reclaim(self.next_position)
+        except OSError as exc:  # said as a failed write; the request is refused as full
+            self._log_failure(exc)
+
+    def _still_refusing(self, used: int) -> bool:
+        """Whether the request last refused for want of room would be refused now; once it
+        would fit, or the log is idle (everything committed: it fits, `check_capacity`), the
+        refusal is forgotten, so /readyz does not keep a drained log out of rotation."""
+        if self._refused_bytes and (used + self._refused_bytes <= self.max_bytes or self._idle()):
             self._refused_bytes = 0
+        return used + max(self._refused_bytes, 1) > self.max_bytes and not self._idle()
 
     def refusing(self) -> str:
         """Why the log would refuse the next request now ("" if it would not), for /readyz: it
-        is full for a request the size of the last one it refused (until commits free a
-        segment), or a write failed within the last WRITE_FAILURE_HOLD_SECONDS (the disk
-        full: with no traffic, nothing else would tell when it has room again, so readiness
-        comes back after the hold and the next write tells)."""
+        is full for a request the size of the last one it refused (until commits free room
+        for it, or everything is committed), or a write failed within the last
+        WRITE_FAILURE_HOLD_SECONDS (the disk full: with no traffic, nothing else would tell
+        when it has room again, so readiness comes back after the hold and the next write
+        tells)."""
         if self._write_failed is not None:
             failed_at, error = self._write_failed
             ago = time.monotonic() - failed_at
             if ago < WRITE_FAILURE_HOLD_SECONDS:
                 return f"a write failed {ago:.0f} s ago: {error}"
         used = self._used_bytes
-        if used + max(self._refused_bytes, 1) > self.max_bytes:
+        if self._still_refusing(used):
             return f"full: {used} of {self.max_bytes} bytes await their Delta commits"
         return ""
 
@@ -262,9 +296,11 @@ class WriteAheadLog:
                     Record(first + i, w.signal_code, w.payload, w.encoding)
                     for i, w in enumerate(batch)
                 ]
+                self._writing = True
                 try:
                     await self._write_or_reclaim(records)
                 except OSError as exc:
+                    self._writing = False
                     self._log_failure(exc)
                     if self._outstanding:  # their commits free the disk (`_reclaim`)
                         self.on_full()
@@ -272,6 +308,7 @@ class WriteAheadLog:
                         waiting.future.set_exception(WalError(f"write-ahead log: {exc}"))
                         waiting.future.exception()
                     continue
+                self._writing = False  # its records are on disk (and expected, below)
                 self.next_position = first + len(batch)
                 if self._failure_said:
                     log.info("WAL writes succeed again")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_delta.errors import ConfigError, WalError, WalFullError
+from otel_delta.errors import ConfigError, RequestTooLargeError, WalError, WalFullError
 from otel_delta.wal import WriteAheadLog
 from otel_delta.wal.record import HEADER_BYTES
 from otel_delta.wal.segments import list_segments
@@ -119,6 +119,51 @@ def test_full_log_refuses_with_a_retryable_error(tmp_path: Path) -> None:
         await wal.close()
 
     asyncio.run(scenario())
+
+
+def test_a_request_no_empty_log_could_hold_is_too_large_not_full(tmp_path: Path) -> None:
+    """A request over wal.max_bytes was refused as "full, retry later" though the log held
+    nothing: its client sent it again for ever, and the refusal kept /readyz failing after
+    smaller requests had been taken and committed. It is refused for good (413 /
+    RESOURCE_EXHAUSTED), and the log is not full for it."""
+
+    async def scenario() -> None:
+        wal = new_log(tmp_path, max_bytes=2000, segment_bytes=500)
+        wal.start()
+        with pytest.raises(RequestTooLargeError, match=r"over wal\.max_bytes \(2000\)"):
+            await wal.append(1, bytes(3000), None, commits=1)
+        assert wal.refusing() == ""
+        position = await wal.append(1, bytes(300), None, commits=1)
+        wal.committed([position])
+        assert wal.refusing() == ""
+        await wal.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_refusal_is_forgotten_once_everything_is_committed(tmp_path: Path) -> None:
+    """A record larger than segment_bytes goes whole into the newest segment, which is never
+    deleted: once it was committed, the log still counted it, so a request that did not fit
+    beside it was refused (and /readyz said "full") for good, with nothing left to commit.
+    When every record is committed the log frees them for the next one, and is ready."""
+
+    async def scenario() -> None:
+        wal = new_log(tmp_path, max_bytes=4000, segment_bytes=1000)
+        full_calls: list[None] = []
+        wal.on_full = lambda: full_calls.append(None)
+        wal.start()
+        first = await wal.append(1, b"a" * 2500, None, commits=1)
+        with pytest.raises(WalFullError):
+            await wal.append(1, b"b" * 2500, None, commits=1)
+        assert full_calls and wal.refusing().startswith("full:")
+        wal.committed([first])  # the commit the refusal asked for
+        assert wal.refusing() == ""
+        assert await wal.append(1, b"b" * 2500, None, commits=1) == first + 1
+        assert wal.disk_bytes <= wal.max_bytes
+        await wal.close()
+
+    asyncio.run(scenario())
+    assert [r.payload for r in new_log(tmp_path).replay()] == [b"b" * 2500]
 
 
 def test_one_process_per_directory(tmp_path: Path) -> None:
