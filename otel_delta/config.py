@@ -661,10 +661,31 @@ def load_settings(path: str | Path | None = None) -> Settings:
     except SettingsError as exc:
         named = _not_json_variable()
         raise ConfigError(f"{named or exc}".splitlines()[0]) from None
+    _check_wal_room(settings, file)
     for key in compatibility_keys_set(settings):
         log.warning("config: %s is accepted for compatibility but has no effect", key)
     _warn_of_short_retention(settings)
     return settings
+
+
+def _check_wal_room(settings: Settings, file: Path) -> None:
+    """With ack = "wal", the log must have room for the largest request beside its newest
+    segment, which is never deleted and may hold up to `segment_bytes` of committed records.
+    A record is the body as received (compressed, if it came so) or, for OTLP/JSON, its
+    protobuf: at most `receiver.max_receive_message_bytes` either way. A request the receiver
+    took but the log could not was answered "full, retry later", and retried for ever."""
+    if settings.buffer.ack != "wal":
+        return
+    largest = settings.receiver.max_receive_message_bytes
+    wal = settings.wal
+    if wal.max_bytes < largest + wal.segment_bytes:
+        raise ConfigError(
+            f"wal.max_bytes ({file} or $OTEL_DELTA_WAL__MAX_BYTES): must be at least "
+            f"receiver.max_receive_message_bytes ({largest}) + wal.segment_bytes "
+            f"({wal.segment_bytes}) = {largest + wal.segment_bytes}, so the largest request "
+            "fits beside the newest segment: raise it, or lower one of those "
+            f"(got {wal.max_bytes})"
+        )
 
 
 # below this, a vacuum may delete the files of a snapshot a reader still has open

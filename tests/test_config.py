@@ -106,6 +106,43 @@ def test_invalid_config_is_one_line_naming_the_key(
     assert expected in message and "\n" not in message
 
 
+def test_a_write_ahead_log_smaller_than_a_request_and_a_segment_is_a_config_error(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """wal.max_bytes of 2 MiB with 1 MiB segments was accepted beside the receiver's 64 MiB
+    request limit: a 3 MB request was then answered "full, retry later" for ever. The log
+    must hold the largest request beside its newest segment; only in ack = "wal"."""
+    config = tmp_path / "c.toml"
+    config.write_text("")
+    monkeypatch.setenv("OTEL_DELTA_WAL__MAX_BYTES", "2097152")
+    monkeypatch.setenv("OTEL_DELTA_WAL__SEGMENT_BYTES", "1048576")
+    with pytest.raises(ConfigError) as err:
+        load_settings(config)
+    message = str(err.value)
+    assert message.startswith("config error: wal.max_bytes (") and "\n" not in message
+    assert "$OTEL_DELTA_WAL__MAX_BYTES" in message
+    assert "receiver.max_receive_message_bytes (67108864)" in message
+    assert "wal.segment_bytes (1048576) = 68157440" in message
+    assert "(got 2097152)" in message
+    # `serve` as users start it: that one line, before it listens or touches the log
+    done = subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stderr == f"otel-delta: {message}\n"
+    # a request limit the log has room for, beside a segment: accepted
+    config.write_text("[receiver]\nmax_receive_message_bytes = 1048576\n")
+    assert load_settings(config).wal.max_bytes == 2097152
+    config.write_text("[receiver]\nmax_receive_message_bytes = 1048577\n")
+    with pytest.raises(ConfigError, match=r"wal\.max_bytes"):
+        load_settings(config)
+    # no write-ahead log in ack = "commit": its settings bound nothing
+    config.write_text('[buffer]\nack = "commit"\n')
+    assert load_settings(config).wal.max_bytes == 2097152
+
+
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
         load_settings(tmp_path / "absent.toml")

@@ -22,6 +22,7 @@ def test_a_full_log_commits_at_once_instead_of_at_the_flush_interval(tmp_path: P
     config = tmp_path / "deltalake.toml"
     config.write_text(
         LOOPBACK
+        + "max_receive_message_bytes = 524288\n"  # the log holds one beside a segment
         + "[buffer]\nflush_interval_seconds = 3600\n"
         + f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
         + "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
