@@ -332,8 +332,8 @@ class Table:
         keys = upsert_ops.merge_keys(self.name, data.schema, merge_key, partitions)
         if scope is not None:
             self._check_in_partition(data, scope, partition_path)
+        upsert_ops.check_keyed(data, keys)  # before a new key column is added to the table
         data = self._conformed(data, new)
-        upsert_ops.check_keyed(data, keys)
         self._record_changes()
         dropped = 0
         if dedupe:

@@ -65,6 +65,13 @@ def test_a_refused_upsert_leaves_the_schema_as_it_was(lake, spans) -> None:
             {**existing, "extra": "x"},
             partition_path=f"service_name=checkout/date={existing['date']}",
         )
+    # a new column named as the key, and a record without it: refused after the column was
+    # added (ADD COLUMN committed), though the call changed nothing else
+    with pytest.raises(InvalidQueryError, match="no value in any merge key column"):
+        spans.upsert(
+            [{**existing, "tenant_x": "a"}, {**existing, "span_id": "f" * 16, "tenant_x": None}],
+            merge_key=["tenant_x"],
+        )
     assert {"g": gauge.schema.names, "s": spans.schema.names} == before
 
 
