@@ -7,7 +7,9 @@ skips the tables committed already. A run given another set (the folder a file e
 to has new files since: a backfill run from cron) has another batch, and would commit the
 stopped load's rows a second time. So a load writes its files here before its first table
 commit, and a finished row after its ledger append; the next run, holding the backfill lease,
-looks at every load started and not finished before it plans its own:
+looks at every load started and not finished before it plans its own (a load is an
+`attempt`: the same set of files, so the same batch, is loaded again after a load that
+committed nothing, and the first load's finished row must not hide the second's end):
 
 - recorded in the ledger (the crash came after the ledger append): marked finished;
 - committed to no table: nothing of it is stored; marked finished, its files load as any other;
@@ -21,6 +23,7 @@ looks at every load started and not finished before it plans its own:
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,11 +46,13 @@ FINISHED = "finished"
 
 @dataclass(frozen=True)
 class Resume:
-    """A stopped load to finish: its batch, its files where they are now, its format."""
+    """A stopped load to finish: its batch, its files where they are now, its format, and the
+    loads of it that stopped (finished once it is)."""
 
     batch: str
     files: list[PlannedFile]
     fmt: Format
+    attempts: list[str]
 
 
 @dataclass
@@ -55,6 +60,7 @@ class _Started:
     batch: str
     files: dict[str, str]  # SHA-256 → the path the load read it from
     fmt: Format
+    attempts: list[str]
 
 
 def start(
@@ -63,51 +69,73 @@ def start(
     files: list[PlannedFile],
     fmt: Format,
     storage: dict[str, str] | None = None,
-) -> None:
-    """Write the load's files before its first table commit."""
+) -> str:
+    """Write the load's files before its first table commit; the load's attempt id."""
+    attempt = uuid.uuid4().hex
     now = datetime.now(UTC)
     rows = [
-        {"batch_id": batch, "event": STARTED, "file_sha256": f.sha256, "file": f.path, "at": now}
+        {
+            "batch_id": batch,
+            "attempt": attempt,
+            "event": STARTED,
+            "file_sha256": f.sha256,
+            "file": f.path,
+            "at": now,
+        }
         for f in files
     ]
     rows[0]["format"] = fmt  # one row says it: the load is read again as it was read
+    _append(root, rows, storage)
+    return attempt
+
+
+def finish(
+    root: str, batch: str, attempts: list[str], storage: dict[str, str] | None = None
+) -> None:
+    """Mark loads of `batch` finished: recorded in the ledger, or nothing of them committed."""
+    now = datetime.now(UTC)
+    rows = [
+        {"batch_id": batch, "attempt": attempt, "event": FINISHED, "at": now}
+        for attempt in attempts
+    ]
+    _append(root, rows, storage)
+
+
+def _append(root: str, rows: list[dict], storage: dict[str, str] | None) -> None:
     data = pa.Table.from_pylist(rows, schema=BACKFILL_BATCHES)
     uri = bookkeeping_table(root, BATCHES_TABLE, storage)
     write_deltalake(uri, data, mode="append", storage_options=storage or None)
 
 
-def finish(root: str, batch: str, storage: dict[str, str] | None = None) -> None:
-    """Mark the load finished: recorded in the ledger, or nothing of it committed."""
-    row = {"batch_id": batch, "event": FINISHED, "at": datetime.now(UTC)}
-    data = pa.Table.from_pylist([row], schema=BACKFILL_BATCHES)
-    uri = bookkeeping_table(root, BATCHES_TABLE, storage)
-    write_deltalake(uri, data, mode="append", storage_options=storage or None)
-
-
 def any_unfinished(root: str, storage: dict[str, str] | None = None) -> bool:
-    return bool(_unfinished_batches(root, storage))
+    return bool(_unfinished_attempts(root, storage))
 
 
-def _unfinished_batches(root: str, storage: dict[str, str] | None = None) -> set[str]:
+def _unfinished_attempts(root: str, storage: dict[str, str] | None = None) -> set[str]:
     try:
         table = DeltaTable(table_uri(root, BATCHES_TABLE), storage_options=storage or None)
     except TableNotFoundError:
         return set()
-    events = table.to_pyarrow_table(columns=["batch_id", "event"]).to_pylist()
-    finished = {row["batch_id"] for row in events if row["event"] == FINISHED}
-    return {row["batch_id"] for row in events} - finished
+    events = table.to_pyarrow_table(columns=["attempt", "event"]).to_pylist()
+    finished = {row["attempt"] for row in events if row["event"] == FINISHED}
+    return {row["attempt"] for row in events} - finished
 
 
 def _unfinished(root: str, storage: dict[str, str] | None = None) -> list[_Started]:
-    batches = _unfinished_batches(root, storage)
-    if not batches:
+    """The loads started and not finished, by batch (a batch loaded twice, stopped twice)."""
+    attempts = _unfinished_attempts(root, storage)
+    if not attempts:
         return []
     table = DeltaTable(table_uri(root, BATCHES_TABLE), storage_options=storage or None)
-    rows = table.to_pyarrow_table(filters=[("batch_id", "in", sorted(batches))]).to_pylist()
+    rows = table.to_pyarrow_table(
+        filters=[("attempt", "in", sorted(attempts)), ("event", "=", STARTED)]
+    ).to_pylist()
     started: dict[str, _Started] = {}
     for row in rows:
-        load = started.setdefault(row["batch_id"], _Started(row["batch_id"], {}, "auto"))
+        load = started.setdefault(row["batch_id"], _Started(row["batch_id"], {}, "auto", []))
         load.files[row["file_sha256"]] = row["file"]
+        if row["attempt"] not in load.attempts:
+            load.attempts.append(row["attempt"])
         if row["format"]:
             load.fmt = row["format"]
     return sorted(started.values(), key=lambda load: load.batch)
@@ -149,13 +177,14 @@ def to_finish(
     for load in stopped:
         tables = [] if load.batch in recorded else committed_to(lakehouse, load.batch)
         if not tables:
-            finish(root, load.batch, storage)
+            finish(root, load.batch, load.attempts, storage)
             continue
         found = {sha: _found(sha, path, by_hash) for sha, path in load.files.items()}
         missing = sorted(load.files[sha] for sha, there in found.items() if there is None)
         if not missing:
             files = [there for there in found.values() if there is not None]
-            resumes.append(Resume(load.batch, sorted(files, key=lambda f: f.path), load.fmt))
+            files.sort(key=lambda f: f.path)
+            resumes.append(Resume(load.batch, files, load.fmt, load.attempts))
             continue
         held_back |= set(load.files)
         say(

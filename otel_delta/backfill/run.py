@@ -98,17 +98,19 @@ def backfill(
             return BackfillReport(chosen.name, 0, skipped)
     say = _say_to(progress_stream)
 
-    def load(files: list[PlannedFile], skipped: int, fmt: Format) -> BackfillReport:
+    def load(
+        files: list[PlannedFile], fmt: Format, stopped: list[str] | None = None
+    ) -> BackfillReport:
         return _load(
             settings,
             lakehouse,
             engines,
             chosen,
             files,
-            skipped,
             fmt,
             progress_stream,
             show_progress,
+            stopped or [],
         )
 
     with ledger.one_run_at_a_time(lakehouse.root, say, lakehouse.storage):
@@ -129,14 +131,14 @@ def backfill(
                 f"otel-delta: finishing an earlier backfill of {len(resume.files)} file(s) that "
                 "stopped after some of its table commits"
             )
-            report = report.plus(load(resume.files, 0, resume.fmt))
+            report = report.plus(load(resume.files, resume.fmt, resume.attempts))
         finishing = held_back.union(*({f.sha256 for f in r.files} for r in resumes))
         report.files_held_back = len([f for f in files if f.sha256 in held_back])
         files = [f for f in files if f.sha256 not in finishing]
         if not files:
             return report
         pause_point("backfill-planned")
-        return report.plus(load(files, 0, fmt))
+        return report.plus(load(files, fmt))
 
 
 def _say_to(stream: TextIO | None) -> Callable[[str], None]:
@@ -154,15 +156,16 @@ def _load(
     engines: Engines,
     chosen: Engine,
     files: list[PlannedFile],
-    skipped: int,
     fmt: Format,
     progress_stream: TextIO | None,
     show_progress: bool,
+    stopped: list[str],
 ) -> BackfillReport:
-    """Convert and commit the planned files, then record them (the caller holds the lease)."""
+    """Convert and commit the planned files, then record them (the caller holds the lease).
+    `stopped`: the attempts of earlier loads of these files that this one finishes."""
     batch = ledger.batch_id([f.sha256 for f in files])
     with store_errors_named(batches.BATCHES_TABLE, lakehouse.uri(batches.BATCHES_TABLE)):
-        batches.start(lakehouse.root, batch, files, fmt, lakehouse.storage)
+        attempt = batches.start(lakehouse.root, batch, files, fmt, lakehouse.storage)
     progress = Progress(len(files), progress_stream, show_progress)
     if isinstance(chosen, DeltaRsEngine):
         from otel_delta.backfill.local import run_local
@@ -194,16 +197,14 @@ def _load(
             lakehouse.storage,
         )
     with store_errors_named(batches.BATCHES_TABLE, lakehouse.uri(batches.BATCHES_TABLE)):
-        batches.finish(lakehouse.root, batch, lakehouse.storage)
+        batches.finish(lakehouse.root, batch, [*stopped, attempt], lakehouse.storage)
     if loaded.files and not recorded:
         # another run of the same files at once recorded them: the same batch, the same txn
         # ids, so each table committed their rows once, whichever run got there first. That
         # run counts them loaded; here they are already loaded, as a re-run counts them, or
         # an operator adding up both runs' summaries counts every file twice.
-        return BackfillReport.of(
-            chosen.name, loaded.recorded_elsewhere(), skipped + len(loaded.files)
-        )
-    return BackfillReport.of(chosen.name, loaded, skipped)
+        return BackfillReport.of(chosen.name, loaded.recorded_elsewhere(), len(loaded.files))
+    return BackfillReport.of(chosen.name, loaded, 0)
 
 
 def summary(report: BackfillReport, table_root: str) -> str:

@@ -267,6 +267,9 @@ BATCHES_TABLE = "_backfill_batches"
 BACKFILL_BATCHES = pa.schema(
     [
         pa.field("batch_id", STRING),
+        # one load of the batch: a batch (its set of files) may be loaded again after a load
+        # that committed nothing, so a batch's finished row says nothing of a later load's
+        pa.field("attempt", STRING),
         pa.field("event", STRING),  # started: one row per file of the load; finished: one row
         pa.field("file_sha256", STRING),  # NULL in a finished row
         pa.field("file", STRING),  # the path the load read it from; NULL in a finished row

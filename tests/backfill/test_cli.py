@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 
 from otel_delta.backfill import batches, ledger
 from otel_delta.backfill.plan import PlannedFile
+from otel_delta.backfill.stage import file_sha256
 from otel_delta.faults import CRASH_EXIT_CODE
 from otel_delta.signals import SIGNALS_BY_NAME
 from tests import corpus
@@ -211,11 +212,15 @@ def test_a_backfill_stopped_after_its_table_commits_is_finished_by_a_run_of_othe
     append; the next run is given a.json, b.json and a new c.json (a cron job over a folder
     the file exporter writes to). Its batch differs, so the txn ids let it commit a's and b's
     rows a second time (every record of a and b stored twice). It now finishes the stopped
-    load first, as that load's batch, and then loads c."""
+    load first, as that load's batch, and then loads c. Before that, a load of the same two
+    files had died before any commit (it stands here as its started rows): the stopped load
+    is a second load of that batch, which the first's end must not hide."""
     files = {
         name: write_json_lines(tmp_path / f"{name}.json", [logs_named(name)]) for name in "abc"
     }
     lake = tmp_path / "lake"
+    first = [PlannedFile(str(files[name]), file_sha256(str(files[name]))) for name in "ab"]
+    batches.start(str(lake), ledger.batch_id([f.sha256 for f in first]), first, "auto")
     stopped = run(
         str(files["a"]),
         str(files["b"]),
