@@ -12,12 +12,20 @@ import grpc
 import pyarrow as pa
 
 from otel_delta.connector.results import HistoryEntry
+from otel_delta.errors import ConfigError
 from otel_delta.remote.protocol import generated, read_ipc
 
 
 class ConnectorClient:
     """`ca_file`: call a service that serves TLS (`[connector_service.tls]`), trusting this
-    CA's certificates (PEM); `cert_file` and `key_file`: the client certificate for mTLS."""
+    CA's certificates (PEM); `cert_file` and `key_file`: the client certificate for mTLS.
+
+    Any of the three means TLS: a certificate without `ca_file` trusts the system's roots (as
+    gRPC does without root certificates), it is never sent over a plain-text channel with the
+    token. None of them (or "") is plain text, for a service on loopback. The files are read
+    here, so a missing one, or a certificate without its key, is a ConfigError before any call."""
+
+    SECTION = "ConnectorClient"  # what a ConfigError names, as a config section
 
     def __init__(
         self,
@@ -29,17 +37,35 @@ class ConnectorClient:
         key_file: str | Path | None = None,
     ) -> None:
         self.pb, pb_grpc = generated()
-        if ca_file is None:
+        # "" is unset, as in the config's TLS sections
+        ca_file, cert_file, key_file = (f or None for f in (ca_file, cert_file, key_file))
+        if (cert_file is None) != (key_file is None):
+            given, missing = (
+                ("cert_file", "key_file") if key_file is None else ("key_file", "cert_file")
+            )
+            raise ConfigError(f"{self.SECTION}: {given} needs {missing}: set both, or neither")
+        if ca_file is None and cert_file is None:
             self.channel = grpc.insecure_channel(endpoint)
         else:
             credentials = grpc.ssl_channel_credentials(
-                root_certificates=Path(ca_file).read_bytes(),
-                private_key=Path(key_file).read_bytes() if key_file else None,
-                certificate_chain=Path(cert_file).read_bytes() if cert_file else None,
+                root_certificates=self._read(ca_file, "ca_file"),
+                private_key=self._read(key_file, "key_file"),
+                certificate_chain=self._read(cert_file, "cert_file"),
             )
             self.channel = grpc.secure_channel(endpoint, credentials)
         self.stub = pb_grpc.ConnectorServiceStub(self.channel)
         self.metadata = [("authorization", f"Bearer {token}")] if token is not None else []
+
+    @classmethod
+    def _read(cls, path: str | Path | None, key: str) -> bytes | None:
+        """The file's bytes (None when not given): read now, so that gRPC, which would only
+        fail each call's handshake, never gets a path it cannot open."""
+        if path is None:
+            return None
+        try:
+            return Path(path).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{cls.SECTION}.{key}: {exc.strerror}: {path}") from None
 
     def call(self, rpc: str, request: Any, timeout: float = 60) -> Any:
         return getattr(self.stub, rpc)(request, metadata=self.metadata, timeout=timeout)

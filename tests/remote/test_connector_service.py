@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from otel_delta.config import Settings
 from otel_delta.errors import ConfigError
 from otel_delta.remote.client import ConnectorClient
 from otel_delta.remote.protocol import CHUNK_BYTES
-from tests.certs import make_certs
+from tests.certs import Certs, make_certs
 from tests.commands.trace_data import known_trace, other_spans
 from tests.helpers import RunningBridge, ServeProcess, bridge_config, free_port, wait_until
 
@@ -319,3 +320,114 @@ def test_tls_files_that_do_not_load_stop_serve_with_one_line(tmp_path: Path) -> 
         "otel-delta: config error: connector_service.tls.cert_file: No such file or directory: "
         "/nonexistent/tls.crt"
     )
+
+
+def test_a_client_certificate_without_a_ca_is_tls_with_the_system_roots(tmp_path: Path) -> None:
+    """A client given its certificate and key but no `ca_file` called in plain text: it never
+    read the files, its token crossed the network in clear to a plain-text listener, and
+    against the TLS server it failed without saying why. Any TLS file now means TLS, trusting
+    the system's roots (here GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, in a process of its own: gRPC
+    reads them once per process); no file at all is still plain text."""
+    certs = make_certs(tmp_path / "certs")
+    plain_port, tls_port = free_port(), free_port()
+    for name in ("plain", "tls"):
+        (tmp_path / name).mkdir()
+    plain = ServeProcess(
+        bridge_config(
+            tmp_path / "plain",
+            f'[connector_service]\nenabled = true\nendpoint = "127.0.0.1:{plain_port}"\n'
+            'token_env = "TEST_CONNECTOR_TOKEN"\n',
+        ),
+        env={"TEST_CONNECTOR_TOKEN": TOKEN},
+    )
+    try:
+        endpoint = f"127.0.0.1:{plain_port}"
+        client = ConnectorClient(endpoint, TOKEN)  # no TLS file: plain text, as chosen
+        assert list(client.call("Tables", client.pb.TablesRequest()).tables) == []
+        client.close()
+        client = ConnectorClient(
+            endpoint, TOKEN, cert_file=certs.client_cert, key_file=certs.client_key
+        )
+        with pytest.raises(grpc.RpcError) as failed:  # a TLS handshake a plain server refuses
+            client.call("Tables", client.pb.TablesRequest(), timeout=10)
+        assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+        client.close()
+    finally:
+        assert plain.stop() == 0
+
+    secure = ServeProcess(
+        bridge_config(
+            tmp_path / "tls",
+            f'[connector_service]\nenabled = true\nendpoint = "127.0.0.1:{tls_port}"\n'
+            'token_env = "TEST_CONNECTOR_TOKEN"\n[connector_service.tls]\n'
+            f'cert_file = "{certs.server_cert}"\nkey_file = "{certs.server_key}"\n'
+            f'client_ca_file = "{certs.ca}"\n',
+        ),
+        env={"TEST_CONNECTOR_TOKEN": TOKEN},
+    )
+    try:
+        call = (
+            "import sys\nfrom otel_delta.remote.client import ConnectorClient\n"
+            "client = ConnectorClient(sys.argv[1], sys.argv[2], cert_file=sys.argv[3],"
+            " key_file=sys.argv[4])\n"
+            "print(list(client.call('Tables', client.pb.TablesRequest(), timeout=10).tables))\n"
+        )
+        argv = [
+            sys.executable,
+            "-c",
+            call,
+            f"127.0.0.1:{tls_port}",
+            TOKEN,
+            str(certs.client_cert),
+            str(certs.client_key),
+        ]
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(certs.ca)},
+        )
+        assert (done.returncode, done.stdout) == (0, "[]\n"), done.stderr[-2000:]
+    finally:
+        assert secure.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def client_certs(tmp_path_factory) -> Certs:
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        (
+            {"cert_file": "client", "key_file": ""},
+            "ConnectorClient: cert_file needs key_file: set both, or neither",
+        ),
+        ({"key_file": "client"}, "ConnectorClient: key_file needs cert_file: set both, or neither"),
+        (
+            {"cert_file": "/nonexistent/client.crt", "key_file": "client"},
+            "ConnectorClient.cert_file: No such file or directory: /nonexistent/client.crt",
+        ),
+        (
+            {"cert_file": "client", "key_file": "/nonexistent/client.key"},
+            "ConnectorClient.key_file: No such file or directory: /nonexistent/client.key",
+        ),
+        (
+            {"ca_file": "/nonexistent/ca.crt"},
+            "ConnectorClient.ca_file: No such file or directory: /nonexistent/ca.crt",
+        ),
+    ],
+)
+def test_client_tls_files_that_cannot_be_used_are_one_config_error(
+    client_certs: Certs, files: dict[str, str], message: str
+) -> None:
+    """A certificate without its key (or a key without its certificate) called in plain text,
+    and a path that does not exist was never opened: now each is a ConfigError naming it, at
+    construction, before any call."""
+    real = {"client": {"cert_file": client_certs.client_cert, "key_file": client_certs.client_key}}
+    given = {key: real[path][key] if path in real else path for key, path in files.items()}
+    with pytest.raises(ConfigError) as refused:
+        ConnectorClient("127.0.0.1:1", TOKEN, **given)
+    assert str(refused.value) == "config error: " + message
