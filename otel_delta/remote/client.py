@@ -47,10 +47,11 @@ class ConnectorClient:
         if ca_file is None and cert_file is None:
             self.channel = grpc.insecure_channel(endpoint)
         else:
+            ca = self._read(ca_file, "ca_file")
+            cert = self._read(cert_file, "cert_file")
+            key = self._read(key_file, "key_file")
             credentials = grpc.ssl_channel_credentials(
-                root_certificates=self._read(ca_file, "ca_file"),
-                private_key=self._read(key_file, "key_file"),
-                certificate_chain=self._read(cert_file, "cert_file"),
+                root_certificates=ca, private_key=key, certificate_chain=cert
             )
             self.channel = grpc.secure_channel(endpoint, credentials)
         self.stub = pb_grpc.ConnectorServiceStub(self.channel)
