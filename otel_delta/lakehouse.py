@@ -101,6 +101,7 @@ def s3_filesystem(options: dict[str, str]) -> pafs.S3FileSystem:
 
 
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 LOG_RETENTION = "delta.logRetentionDuration"
 DEFAULT_LOG_RETENTION_HOURS = 720.0  # Delta's own default, 30 days
 # how long the log keeps a removed file's tombstone (`file_retention_hours`); Delta's default
@@ -402,29 +403,34 @@ class Lakehouse:
     def table_properties(self, name: str | None = None) -> dict[str, str]:
         """Delta properties a new table gets (the telemetry table `name`: its layout's
         statistics columns too)."""
-        properties = {
-            "delta.checkpointInterval": str(self.checkpoint_interval),
-            SCHEMA_VERSION_PROPERTY: str(SCHEMA_VERSION),
-        }
+        properties = {SCHEMA_VERSION_PROPERTY: str(SCHEMA_VERSION)}
         spec = TABLES.get(name) if name else None
         if spec and spec.layout.stats_columns:
             properties[STATS_COLUMNS] = ",".join(spec.layout.stats_columns)
         if self.change_data_feed:
             properties[CHANGE_DATA_FEED] = "true"
-        properties.update(self.retention_properties())
+        properties.update(self.configured_properties())
         return properties
 
-    def retention_properties(self, current: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The tables' Delta retentions, as Delta intervals: log entries
-        (`log_retention_hours`) and removed files' tombstones (`retention_hours`). For a new
-        table (`current` None) those that differ from Delta's defaults; for an existing one,
-        whose properties are `current`, those it does not have yet, also Delta's default where
-        the table holds another value (a retention set before is undone by setting it back)."""
+    def configured_properties(self, current: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The Delta properties that follow the settings on new and existing tables alike: the
+        checkpoint interval (`checkpoint_interval`) and the retentions, as Delta intervals, of
+        log entries (`log_retention_hours`) and removed files' tombstones (`retention_hours`).
+        For a new table (`current` None) the interval, and the retentions that differ from
+        Delta's defaults; for an existing one, whose properties are `current`, those it does
+        not hold yet or holds with another value (a retention set before is undone by setting
+        Delta's default back). The settings win over a value set on the table by other means
+        (Spark's ALTER TABLE): delta-rs's and Spark's checkpoints follow the table's interval
+        and the bridge's writer reopens its table at the setting's, and an interval written
+        at creation only left a changed setting without effect on existing tables."""
+        interval = str(self.checkpoint_interval)
+        properties: dict[str, str] = {}
+        if current is None or current.get(CHECKPOINT_INTERVAL) != interval:
+            properties[CHECKPOINT_INTERVAL] = interval
         wanted = {
             LOG_RETENTION: (self.log_retention_hours, DEFAULT_LOG_RETENTION_HOURS),
             FILE_RETENTION: (self.file_retention_hours, DEFAULT_FILE_RETENTION_HOURS),
         }
-        properties = {}
         for key, (hours, default) in wanted.items():
             value = f"interval {round(hours * 3600)} seconds"
             held = None if current is None else current.get(key)
@@ -509,8 +515,8 @@ class Lakehouse:
         ):  # a table created before the feed was turned on gets it from now on
             table.alter.set_table_properties({CHANGE_DATA_FEED: "true"})
             table = DeltaTable(self.uri(name), storage_options=self.storage)
-        changed = self.retention_properties(table.metadata().configuration)
-        if changed:  # an existing table gets the configured retentions
+        changed = self.configured_properties(table.metadata().configuration)
+        if changed:  # an existing table gets the configured interval and retentions
             table.alter.set_table_properties(changed)
             table = DeltaTable(self.uri(name), storage_options=self.storage)
         return table

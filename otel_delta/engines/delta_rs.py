@@ -43,7 +43,13 @@ from otel_delta.engines.data_files import (
 )
 from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError, describe
-from otel_delta.lakehouse import COMMIT_ID, Lakehouse, commit_metadata, holds_transaction
+from otel_delta.lakehouse import (
+    CHECKPOINT_INTERVAL,
+    COMMIT_ID,
+    Lakehouse,
+    commit_metadata,
+    holds_transaction,
+)
 from otel_delta.metrics import COMMIT_RACES
 from otel_delta.priority import background_threads
 from otel_delta.retry import retrying
@@ -389,7 +395,7 @@ class DeltaRsEngine:
         checkpoint after every `delta.checkpointInterval`-th commit, and then the expired log's
         clean-up unless the maintainer does it. A failure leaves the next checkpoint to the
         next interval or the maintainer: the commit stands."""
-        configured = table.metadata().configuration.get("delta.checkpointInterval")
+        configured = table.metadata().configuration.get(CHECKPOINT_INTERVAL)
         interval = int(configured) if configured else self.lakehouse.checkpoint_interval
         if (version + 1) % interval:  # as delta-rs counts: after every interval-th commit
             return

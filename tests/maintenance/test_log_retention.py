@@ -206,4 +206,7 @@ def test_the_tombstone_retention_follows_retention_hours_and_the_maintenance_int
     assert retention(retention_hours=48, maintenance_interval_seconds=0) == 48
     assert retention(retention_hours=0, maintenance_interval_seconds=0) == 24  # at least a day
     lake = Lakehouse("/unused", file_retention_hours=26)
-    assert lake.retention_properties() == {FILE_RETENTION: "interval 93600 seconds"}
+    assert lake.configured_properties() == {
+        "delta.checkpointInterval": "100",
+        FILE_RETENTION: "interval 93600 seconds",
+    }
