@@ -136,15 +136,10 @@ class Table:
         seconds, so two commits of one second were indistinguishable on S3 (an `as_of` or a
         restore by time landed on the later one)."""
         moment = parse_timestamp(timestamp)
-        limit_ms = moment.timestamp() * 1000
-        versions = [
-            entry["version"]
-            for entry in self._history()
-            if "version" in entry and entry.get("timestamp", float("inf")) <= limit_ms
-        ]
-        if not versions:
+        version = version_at(self._history(), moment.timestamp() * 1000)
+        if version is None:
             raise VersionNotFoundError(self.name, f"at or before {moment.isoformat()}")
-        return self.delta(max(versions))
+        return self.delta(version)
 
     @property
     def schema(self) -> pa.Schema:
@@ -956,6 +951,23 @@ class Table:
     def _files(self) -> pafs.FileSystem:
         """The table's files, rooted at its directory (any store delta-rs reaches)."""
         return table_filesystem(self.uri, self.connector.storage_options, create=False)
+
+
+def version_at(history: list[dict[str, Any]], limit_ms: float) -> int | None:
+    """The latest version committed at or before `limit_ms`, by the commits' timestamps made
+    monotonic as Delta's own history does: each at least 1 ms after the one before. Writers'
+    clocks differ (several bridges, a Spark job): a commit stamped before its predecessor
+    otherwise pulled every earlier version into the answer, also those stamped after the
+    limit. A commit without a timestamp counts as 1 ms after the one before."""
+    latest: int | None = None
+    previous = float("-inf")
+    for entry in sorted((e for e in history if "version" in e), key=lambda e: e["version"]):
+        stamped = entry.get("timestamp")
+        at = previous + 1 if stamped is None else max(float(stamped), previous + 1)
+        if at > limit_ms:
+            break
+        latest, previous = entry["version"], at
+    return latest
 
 
 def _plain(field: pa.Field) -> pa.Field:

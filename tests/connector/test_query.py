@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
+import types
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -12,6 +14,7 @@ import pytest
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 
 from otel_delta.connector import scan
+from otel_delta.connector.table import version_at
 from otel_delta.errors import InvalidPredicateError, InvalidQueryError, VersionNotFoundError
 from tests.connector import data
 from tests.helpers import read_table
@@ -356,3 +359,46 @@ def test_delta_rs_refuses_to_delete_by_a_struct_null_test_and_deletes_nothing(la
         points.delete("negative IS NULL")
     assert points.version() == before
     assert points.query().count() == 2
+
+
+def test_time_travel_by_timestamp_when_a_writer_s_clock_is_behind(spans, monkeypatch) -> None:
+    """Two writers whose clocks differ (another bridge, a Spark job): a commit stamped before
+    its predecessor made `as_of` pick the latest version stamped at or before the time asked,
+    and so every version before it, also one committed after that time. The commits' times
+    are made monotonic, as Delta's history does. The clock behind is this process's, set back
+    for one commit (no second host here)."""
+    from otel_delta.engines import delta_rs
+
+    template = spans.query().limit(1).to_pylist()[0]
+
+    def insert(name: str) -> None:
+        span_id = hashlib.sha256(name.encode()).hexdigest()[:16]
+        spans.bulk_insert([{**template, "span_id": span_id, "name": name}])
+
+    insert("before the moment")
+    time.sleep(0.05)
+    moment = datetime.now(UTC)
+    time.sleep(0.05)
+    insert("after the moment")
+    behind = types.SimpleNamespace(time=lambda: time.time() - 1.0)
+    monkeypatch.setattr(delta_rs, "time", behind)
+    insert("after, on a clock behind")
+    monkeypatch.undo()
+
+    names = spans.query().as_of(moment).filter("name LIKE '%moment%'").to_arrow()["name"]
+    assert names.to_pylist() == ["before the moment"]
+
+
+def test_version_at_makes_the_commit_times_monotonic() -> None:
+    history = [  # newest first, as the log is read; the clock of version 3 was behind
+        {"version": 3, "timestamp": 1_000},
+        {"version": 2, "timestamp": 2_000},
+        {"version": 1, "timestamp": 1_500},
+        {"version": 0},
+    ]
+    assert version_at(history, 1_499) == 0
+    assert version_at(history, 1_999) == 1  # version 3 (1,000) comes after 2 (2,000)
+    assert version_at(history, 2_000) == 2
+    assert version_at(history, 2_001) == 3
+    assert version_at([], 2_001) is None
+    assert version_at([{"version": 0, "timestamp": 5}], 4) is None
