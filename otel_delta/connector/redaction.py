@@ -4,8 +4,12 @@ Two kinds of target:
 - an attribute key (`user.email`): its value in every attribute map of the row (the row's own,
   the resource's, the scope's, each event's and link's); its exact-type entry in the matching
   `*attribute_types` map goes with it, since that entry holds the value too;
-- a regular expression: every match inside attribute values (and their exact-type JSON) and
-  inside log bodies.
+- a regular expression: every match inside attribute values and log bodies. A value kept as
+  exact-type JSON as well (an array or kvlist, in `*attribute_types` or `body_type`) is
+  decoded, the pattern applied to each string inside it (not to its kvlist keys, as a pattern
+  leaves attribute keys alone too), and both texts written again from the result as the
+  converters write them: the JSON escapes non-ASCII text (`\\u00e9`), so the pattern over the
+  raw JSON would miss such values, and would leave the JSON and the readable text disagreeing.
 
 Three modes: `hash` replaces a value (or a match) by its keyed hash, so equal values stay equal
 and joins still work; `mask` by `MASK`; `drop` removes the attribute (or the matched text).
@@ -23,6 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from otel_delta.convert import anyvalue
 from otel_delta.errors import InvalidQueryError
 from otel_delta.privacy import KEYED_HASH, is_keyed_hash
 
@@ -31,6 +38,7 @@ MODES: tuple[Mode, ...] = ("hash", "mask", "drop")
 MASK = "***"
 ATTRIBUTES = "attributes"
 TYPES = "attribute_types"
+METADATA = "metric_metadata"  # an attribute list too, with its types in `metric_metadata_types`
 
 
 @dataclass(frozen=True)
@@ -105,8 +113,8 @@ def redact_row(row: dict[str, Any], how: Redaction) -> bool:
     changed = False
     for name in list(row):
         value = row[name]
-        if name.endswith(ATTRIBUTES) and isinstance(value, list):
-            types_name = name[: -len(ATTRIBUTES)] + TYPES
+        types_name = _types_column(name)
+        if types_name is not None and isinstance(value, list):
             new, new_types, hit = _redact_map(value, row.get(types_name), how)
             if hit:
                 row[name] = new
@@ -114,17 +122,27 @@ def redact_row(row: dict[str, Any], how: Redaction) -> bool:
                     row[types_name] = new_types
                 changed = True
         elif isinstance(value, list) and value and isinstance(value[0], dict):
-            for item in value:  # events, links: nested rows with their own attribute maps
+            for item in value:  # events, links, exemplars: nested rows with attribute maps
                 changed |= redact_row(item, how)
         elif name == "body" and how.pattern is not None and isinstance(value, str):
-            new_body = how.in_text(value)
-            if new_body != value:
+            body_type = row.get("body_type")
+            new_body, new_type = _redact_value(value, body_type, how)
+            if (new_body, new_type) != (value, body_type):
                 row[name] = new_body
+                if "body_type" in row:
+                    row["body_type"] = new_type
                 changed = True
     return changed
 
 
-Pairs = list[tuple[str, str]]
+def _types_column(name: str) -> str | None:
+    """The column with the exact types of the attribute list `name` (None: not one)."""
+    if name.endswith(ATTRIBUTES):
+        return name[: -len(ATTRIBUTES)] + TYPES
+    return METADATA + "_types" if name == METADATA else None
+
+
+Pairs = list[tuple[str, str | None]]
 
 
 def _redact_map(
@@ -134,15 +152,67 @@ def _redact_map(
         if not any(key == how.attribute for key, _ in pairs):
             return pairs, types, False
         new: Pairs = []
+        rewritten = False
         for key, value in pairs:
             if key != how.attribute:
                 new.append((key, value))
-            elif (replaced := how.replacement(value)) is not None:
-                new.append((key, replaced))
+            elif value is None and how.mode != "drop":
+                # an empty AnyValue (NULL, typed `empty`): nothing to hash or mask; it keeps
+                # its type entry, which holds no value
+                new.append((key, value))
+            else:
+                rewritten = True
+                if value is not None and (replaced := how.replacement(value)) is not None:
+                    new.append((key, replaced))
         # the exact-type entry holds the value as typed JSON: it goes in every mode
-        kept = None if types is None else [(k, v) for k, v in types if k != how.attribute]
+        kept = types
+        if rewritten and types is not None:
+            kept = [(k, v) for k, v in types if k != how.attribute]
         # unchanged when an earlier run already redacted it (hash, mask): not an affected row
         return new, kept, new != pairs or kept != types
-    new = [(k, how.in_text(v) if v is not None else v) for k, v in pairs]
-    new_types = None if types is None else [(k, how.in_text(v)) for k, v in types]
+    type_of = dict(types or ())
+    new, new_type_of = [], {}
+    for key, value in pairs:
+        text, type_ = _redact_value(value, type_of.get(key), how)
+        new.append((key, text))
+        if type_ != type_of.get(key):
+            new_type_of[key] = type_
+    new_types = types
+    if new_type_of and types is not None:
+        new_types = [
+            (k, new_type_of.get(k, v)) for k, v in types if new_type_of.get(k, v) is not None
+        ]
     return new, new_types, new != pairs or new_types != types
+
+
+def _redact_value(
+    text: str | None, type_: str | None, how: Redaction
+) -> tuple[str | None, str | None]:
+    """A value's (text, type) with every match of the pattern redacted (anyvalue.encode's
+    pair). An array or kvlist is redacted in its exact-type JSON, string by string, and both
+    texts are encoded again from it; a scalar that is no longer its number, bool or bytes once
+    redacted loses its type and becomes the string it now is (`to_otlp` still reads it)."""
+    if text is None:
+        return text, type_  # an empty value: nothing to redact
+    if type_ is not None and type_.startswith("{"):
+        value = anyvalue.decode(text, type_)
+        return anyvalue.encode(value) if _redact_strings(value, how) else (text, type_)
+    new = how.in_text(text)
+    return new, (type_ if new == text else None)
+
+
+def _redact_strings(value: AnyValue, how: Redaction) -> bool:
+    """Redact every string inside `value` in place (kvlist keys stay, as attribute keys do);
+    True if any changed."""
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        new = how.in_text(value.string_value)
+        if new == value.string_value:
+            return False
+        value.string_value = new
+        return True
+    if kind == "array_value":
+        return any([_redact_strings(item, how) for item in value.array_value.values])
+    if kind == "kvlist_value":
+        return any([_redact_strings(kv.value, how) for kv in value.kvlist_value.values])
+    return False

@@ -4,18 +4,32 @@ values hashed, masked or dropped, the old files purged, the audit record written
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValueList
+from opentelemetry.proto.logs.v1 import logs_pb2
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from otel_delta.connector import DeltaLakeConnector
 from otel_delta.connector.redaction import MASK, redact_row, redaction
 from otel_delta.connector.results import RedactResult
 from otel_delta.connector.table import Table
+from otel_delta.convert.to_otlp import logs_from_arrow
 from otel_delta.errors import ConfigError, InvalidQueryError
 from otel_delta.privacy import keyed_hash
 from tests.connector.test_erasure import holds
-from tests.helpers import data_files
+from tests.corpus import kv
+from tests.helpers import data_files, running_bridge
 
 KEY = b"redaction-key"
 EMAILS = ("alice@example.com", "bob@example.org")
@@ -71,17 +85,65 @@ def test_an_attribute_is_rewritten_in_every_map_of_the_row(mode: str, expected: 
 def test_a_pattern_is_rewritten_in_values_typed_json_and_bodies() -> None:
     row = {
         "body": "mail alice@example.com or bob@example.org",
-        "attributes": [("note", "from alice@example.com"), ("n", "5")],
+        "attributes": [
+            ("note", "from alice@example.com"),
+            ("n", "5"),
+            ("list", '["bob@example.org"]'),
+        ],
         "attribute_types": [
-            ("list", '{"arrayValue":{"values":[{"stringValue":"bob@example.org"}]}}')
+            ("n", "int"),
+            ("list", '{"arrayValue":{"values":[{"stringValue":"bob@example.org"}]}}'),
         ],
     }
     how = redaction(None, r"[\w.]+@[\w.]+", "hash", hashed)
     assert redact_row(row, how)
     assert row["body"] == f"mail {hashed(EMAILS[0])} or {hashed(EMAILS[1])}"
-    assert row["attributes"] == [("note", f"from {hashed(EMAILS[0])}"), ("n", "5")]
-    assert EMAILS[1] not in row["attribute_types"][0][1]
-    assert row["attribute_types"][0][1].startswith('{"arrayValue"')
+    assert row["attributes"] == [
+        ("note", f"from {hashed(EMAILS[0])}"),
+        ("n", "5"),
+        ("list", f'["{hashed(EMAILS[1])}"]'),
+    ]
+    assert row["attribute_types"] == [
+        ("n", "int"),
+        ("list", f'{{"arrayValue":{{"values":[{{"stringValue":"{hashed(EMAILS[1])}"}}]}}}}'),
+    ]
+
+
+def test_a_pattern_reaches_every_typed_copy_and_keeps_the_types_readable() -> None:
+    """Exemplars' filtered attributes and metric metadata are attribute lists too; a number
+    that no longer is one becomes a string (its `int` entry would make to_otlp fail); kvlist
+    keys stay, as attribute keys do."""
+    typed = '{"kvlistValue":{"values":[{"key":"a@b.io","value":{"stringValue":"c@d.io"}}]}}'
+    row = {
+        "metric_metadata": [("owner", "m@x.io")],
+        "metric_metadata_types": [],
+        "attributes": [("phone", "5551234")],
+        "attribute_types": [("phone", "int")],
+        "exemplars": [
+            {
+                "filtered_attributes": [("who", '{"a@b.io":"c@d.io"}')],
+                "filtered_attribute_types": [("who", typed)],
+            }
+        ],
+    }
+    assert redact_row(row, redaction(None, r"[\w.]+@[\w.]+|\d{7}", "mask", None))
+    assert row["metric_metadata"] == [("owner", MASK)]
+    assert (row["attributes"], row["attribute_types"]) == ([("phone", MASK)], [])
+    exemplar = row["exemplars"][0]
+    assert exemplar["filtered_attributes"] == [("who", f'{{"a@b.io":"{MASK}"}}')]
+    assert exemplar["filtered_attribute_types"] == [("who", typed.replace("c@d.io", MASK))]
+    once = copy.deepcopy(row)
+    assert not redact_row(row, redaction(None, r"[\w.]+@[\w.]+|\d{7}", "mask", None))
+    assert row == once
+
+
+def test_an_empty_value_is_kept_unless_dropped() -> None:
+    row = {"attributes": [("x", None)], "attribute_types": [("x", "empty")]}
+    for mode in ("hash", "mask"):
+        assert not redact_row(row, redaction("x", None, mode, hashed))
+    assert row == {"attributes": [("x", None)], "attribute_types": [("x", "empty")]}
+    assert redact_row(row, redaction("x", None, "drop", None))
+    assert row == {"attributes": [], "attribute_types": []}
 
 
 @pytest.mark.parametrize("mode", ["hash", "mask"])
@@ -259,3 +321,152 @@ def test_a_redaction_that_matches_nothing_changes_nothing(
         assert (record["rows_affected"], record["files_purged"]) == (0, 0)
         assert record["log_entries_removed"] == 0
         assert record["version_before"] == record["version_after"] == version
+
+
+# --- typed JSON and partial failures, through the CLI as users run it -------------------------
+
+EMAIL_PATTERN = r"[\w.+-]+@[\w-]+\.[\w.]+"
+ACCENTED = "josé@exämple.com"  # the typed JSON holds it \u-escaped: jos\u00e9@ex\u00e4mple.com
+SECRET = "secret-value"
+
+
+def personal_logs() -> ExportLogsServiceRequest:
+    """Service `aaa`: one log with a map body and a non-ASCII array attribute holding
+    addresses, and `x` = SECRET; service `web`: one log whose `x` is an empty AnyValue."""
+
+    def resource_logs(service: str, record: logs_pb2.LogRecord) -> logs_pb2.ResourceLogs:
+        resource = Resource(attributes=[kv("service.name", AnyValue(string_value=service))])
+        return logs_pb2.ResourceLogs(
+            resource=resource, scope_logs=[logs_pb2.ScopeLogs(log_records=[record])]
+        )
+
+    now = time.time_ns()
+    user = AnyValue(string_value=EMAILS[0])
+    body = AnyValue(kvlist_value=KeyValueList(values=[kv("user", user)]))
+    addresses = AnyValue(array_value=ArrayValue(values=[AnyValue(string_value=ACCENTED)]))
+    aaa = logs_pb2.LogRecord(
+        time_unix_nano=now,
+        body=body,
+        attributes=[kv("emails", addresses), kv("x", AnyValue(string_value=SECRET))],
+    )
+    web = logs_pb2.LogRecord(
+        time_unix_nano=now, body=AnyValue(string_value="ok"), attributes=[kv("x", AnyValue())]
+    )
+    return ExportLogsServiceRequest(
+        resource_logs=[resource_logs("aaa", aaa), resource_logs("web", web)]
+    )
+
+
+@pytest.fixture
+def personal_lake(tmp_path: Path, hash_key: bytes) -> tuple[Path, Path]:
+    """A lakehouse whose logs the real bridge wrote from `personal_logs`, and its config."""
+    lakehouse = tmp_path / "lake"
+    with running_bridge(lakehouse) as bridge:
+        _, _, logs = bridge.stubs(bridge.channel())
+        logs.Export(personal_logs(), timeout=30)
+    config = tmp_path / "deltalake.toml"
+    config.write_text(f'[deltalake]\ntable_path = "{lakehouse}"\n')
+    return lakehouse, config
+
+
+def redact_cli(config: Path, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "otel_delta.cli",
+            "redact",
+            "logs",
+            *argv,
+            "--yes",
+            *("--format", "json", "--config", str(config)),
+        ],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string inside a row as read from Parquet (map keys and values, nested lists)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from strings(item)
+
+
+def files_holding(root: Path, *values: str) -> list[str]:
+    """Files under `root` holding any of `values` or their JSON \\u-escaped forms: in the raw
+    bytes (log entries, statistics) or in any string a Parquet file decodes to (data files,
+    checkpoints, change data: their pages may be compressed)."""
+    forms = {form for v in values for form in (v, json.dumps(v)[1:-1])}
+    found = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        raw = path.read_bytes()
+        texts = [raw.decode("utf-8", "replace")]
+        if path.suffix == ".parquet":
+            texts += strings(pq.read_table(path).to_pylist())
+        if any(form in text for form in forms for text in texts):
+            found.append(str(path.relative_to(root)))
+    return found
+
+
+@pytest.mark.e2e
+def test_a_pattern_is_redacted_in_map_bodies_and_escaped_typed_json(personal_lake) -> None:
+    """The pattern used to rewrite `body` and leave `body_type` (the same value as typed JSON)
+    as it was, and to miss non-ASCII values in `attribute_types`, which hold them \\u-escaped:
+    the addresses stayed in the new Parquet files."""
+    lakehouse, config = personal_lake
+    table = lakehouse / "logs"
+    assert files_holding(table, EMAILS[0]) and files_holding(table, ACCENTED)
+
+    result = redact_cli(config, "--pattern", EMAIL_PATTERN, "--mode", "mask")
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["rows_affected"] == 1
+    assert files_holding(table, EMAILS[0], ACCENTED) == []
+    stored = DeltaTable(str(table)).to_pyarrow_table()
+    (record,) = [
+        r
+        for resource in logs_from_arrow(stored).resource_logs
+        for scope in resource.scope_logs
+        for r in scope.log_records
+        if r.body.HasField("kvlist_value")
+    ]  # the masked row still converts back to OTLP, its types intact
+    assert [(v.key, v.value.string_value) for v in record.body.kvlist_value.values] == [
+        ("user", MASK)
+    ]
+    attributes = {a.key: a.value for a in record.attributes}
+    assert [v.string_value for v in attributes["emails"].array_value.values] == [MASK]
+    assert attributes["x"].string_value == SECRET  # no match: untouched
+
+
+def audit_records(lakehouse: Path) -> list[dict]:
+    return DeltaTable(str(lakehouse / "_audit")).to_pyarrow_table().to_pylist()
+
+
+@pytest.mark.e2e
+def test_an_empty_value_is_left_as_it_is(personal_lake) -> None:
+    """`web`'s `x` is an empty AnyValue (NULL): hashing it failed with "TypeError: expected
+    string or bytes-like object, got 'NoneType'" after `aaa` was rewritten."""
+    lakehouse, config = personal_lake
+
+    result = redact_cli(config, "--attribute", "x", "--mode", "hash")
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["rows_affected"] == 1
+    assert files_holding(lakehouse / "logs", SECRET) == []
+    rows = DeltaTable(str(lakehouse / "logs")).to_pyarrow_table().to_pylist()
+    x = {
+        r["service_name"]: (dict(r["attributes"])["x"], dict(r["attribute_types"]).get("x"))
+        for r in rows
+    }
+    assert x == {"aaa": (hashed(SECRET), None), "web": (None, "empty")}  # web's as it was
+    assert [(r["operation"], r["rows_affected"]) for r in audit_records(lakehouse)] == [
+        ("redact", 1)
+    ]
