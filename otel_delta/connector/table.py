@@ -7,7 +7,9 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
@@ -425,14 +427,14 @@ class Table:
         hashed = self._keyed_hash()  # before anything is deleted
         erasure.check_purgeable(self.connector.lakehouse, self.name, self.delta())
         before = self.version()
-        deleted = self._delete(predicate, engine)
-        purged = self._purge_and_audit(
-            "hard_delete",
-            predicate.with_hashed_literals(hashed),
-            deleted.deleted,
-            before,
-            actor,
-        )
+        # a hard delete that matches no row still purges what older versions kept
+        with self._erasing(
+            "hard_delete", predicate.with_hashed_literals(hashed), before, actor, always=True
+        ) as done:
+            deleted = self._delete(predicate, engine)
+            done.rows, done.committed = deleted.deleted, deleted.deleted > 0
+        purged = done.purged
+        assert purged is not None
         return DeleteResult(
             deleted.deleted,
             purged.version,
@@ -447,6 +449,42 @@ class Table:
         key = self.connector.config.privacy.resolved_key()
         return lambda text: keyed_hash(text, key)
 
+    @contextmanager
+    def _erasing(
+        self, operation: str, predicate: str, before: int, actor: str | None, *, always: bool
+    ) -> Iterator[_Erasure]:
+        """Around the rewrite of a hard delete or a redaction (the body of the `with`, which
+        counts its rows in the `_Erasure` and sets `committed` once a commit of it is in the
+        table): then purge (when it committed, or `always`) and audit it (`predicate` already
+        hashed); the result in `purged`.
+
+        Whatever was committed is purged and audited even when the rewrite fails part-way (an
+        error in a later partition, the store going away, Ctrl-C): the values it replaced would
+        otherwise stay in the old files and in earlier versions with no record of the
+        operation, and a re-run, finding those rows already rewritten, would purge nothing.
+        The record then says the operation is incomplete (the error's type, never its text,
+        which may quote a value), and the error is raised after it. A failure before anything
+        was committed is raised as it is: nothing changed, nothing to purge or record."""
+        done = _Erasure()
+        failure: BaseException | None = None
+        try:
+            yield done
+        except BaseException as exc:
+            if not done.committed:
+                raise
+            failure = exc
+        note = f" [incomplete: {type(failure).__name__}]" if failure is not None else ""
+        try:
+            done.purged = self._purge_and_audit(
+                operation, predicate + note, done.rows, before, actor, done.committed or always
+            )
+        except Exception as exc:
+            if failure is None:
+                raise
+            raise exc from failure
+        if failure is not None:
+            raise failure
+
     def _purge_and_audit(
         self,
         operation: str,
@@ -454,20 +492,37 @@ class Table:
         rows: int,
         before: int,
         actor: str | None,
-        purge: bool = True,
+        purge: bool,
     ) -> erasure.Purge:
-        """After a hard delete or a redaction: purge what no version may return, then record
-        the operation in `_audit` (`predicate` already hashed). Without `purge` (a redaction
-        that changed nothing) only the record is written, saying so: nothing removed, the
-        version unchanged."""
+        """Purge what no version may return, then record the operation in `_audit`. Without
+        `purge` (a redaction that changed nothing) only the record is written, saying so:
+        nothing removed, the version unchanged. A purge that fails is recorded too (`[purge
+        failed]`), before its error goes on: the rows are out of the current version, but
+        earlier versions still hold them until a purge completes."""
         lakehouse = self.connector.lakehouse
-        if purge:
-            purged = erasure.purge(lakehouse, self.name)
-            self.connector.forget_writer_handle(self.name)  # its snapshot's log entries are gone
-        else:
+        purged = None
+        try:
+            if purge:
+                purged = erasure.purge(lakehouse, self.name)
+                self.connector.forget_writer_handle(self.name)  # its snapshot's log is gone
+        except BaseException:
+            self._audit(operation, f"{predicate} [purge failed]", rows, before, actor, None)
+            raise
+        return self._audit(operation, predicate, rows, before, actor, purged)
+
+    def _audit(
+        self,
+        operation: str,
+        predicate: str,
+        rows: int,
+        before: int,
+        actor: str | None,
+        purged: erasure.Purge | None,
+    ) -> erasure.Purge:
+        if purged is None:  # nothing removed: the version as it is
             purged = erasure.Purge(files_purged=0, log_entries_removed=0, version=self.version())
         audit.append(
-            lakehouse,
+            self.connector.lakehouse,
             audit.AuditRecord(
                 actor=actor or "",
                 operation=operation,
@@ -577,7 +632,10 @@ class Table:
         log entries and change data are purged as a hard delete does, and an `_audit` record is
         appended. When no row changes (nothing matched, or an earlier run already redacted it)
         nothing is rewritten or purged, so time travel goes on as before; the audit record says
-        0 rows. Needs the `[privacy]` hash key (in every mode: the audit record hashes the
+        0 rows. When a partition fails part-way (an error, the store, Ctrl-C), the partitions
+        already rewritten are purged and audited all the same (the record's predicate ends in
+        `[incomplete: <error type>]`) before the error is raised; running it again finishes
+        the rest. Needs the `[privacy]` hash key (in every mode: the audit record hashes the
         condition). Runs on delta-rs.
         """
         self._allowed("delete")
@@ -594,27 +652,32 @@ class Table:
         if selection is not None:
             selected = selected.filter(selection)
         found = selected.select(columns).to_arrow().group_by(columns).aggregate([]).to_pylist()
-        rows = rewritten = 0
-        for values in found:
-            scope = parse_predicate(
-                " AND ".join(f"{c} = {sql_literal(values[c], 'datafusion')}" for c in columns),
-                self.schema,
-            )
-            changed = self._retrying(
-                "redact",
-                self.connector.engines.delta_rs,
-                lambda scope=scope: self._redact_partition(scope, selection, how, columns),
-            )
-            rows += changed
-            rewritten += changed > 0  # a partition with no changed row is not rewritten
+        found.sort(key=lambda values: [str(values[c]) for c in columns])  # the same order each run
         target = f"attribute {attribute}" if attribute else f"pattern {hashed(pattern or '')}"
         condition = f" where {selection.with_hashed_literals(hashed)}" if selection else ""
+        rewritten = 0
         # nothing rewritten: no purge, which would end time travel for no erasure at all
-        purged = self._purge_and_audit(
-            "redact", f"{mode} {target}{condition}", rows, before, actor, purge=rows > 0
-        )
+        with self._erasing(
+            "redact", f"{mode} {target}{condition}", before, actor, always=False
+        ) as done:
+            for values in found:
+                scope = parse_predicate(
+                    " AND ".join(f"{c} = {sql_literal(values[c], 'datafusion')}" for c in columns),
+                    self.schema,
+                )
+                changed = self._retrying(
+                    "redact",
+                    self.connector.engines.delta_rs,
+                    lambda scope=scope: self._redact_partition(scope, selection, how, columns),
+                )
+                done.rows += changed
+                if changed:  # a partition with no changed row is not rewritten
+                    rewritten += 1
+                    done.committed = True
+        purged = done.purged
+        assert purged is not None
         return RedactResult(
-            rows, rewritten, purged.version, purged.files_purged, purged.log_entries_removed
+            done.rows, rewritten, purged.version, purged.files_purged, purged.log_entries_removed
         )
 
     def _redact_partition(
@@ -1011,3 +1074,12 @@ def recorded_metrics(commit: dict[str, Any]) -> dict[str, int]:
             except (TypeError, ValueError):
                 continue
     return out
+
+
+@dataclass
+class _Erasure:
+    """The progress of a hard delete's or a redaction's rewrite (Table._erasing)."""
+
+    rows: int = 0
+    committed: bool = False  # a commit of it is in the table: the purge must follow
+    purged: erasure.Purge | None = None

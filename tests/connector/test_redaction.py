@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -328,11 +331,13 @@ def test_a_redaction_that_matches_nothing_changes_nothing(
 EMAIL_PATTERN = r"[\w.+-]+@[\w-]+\.[\w.]+"
 ACCENTED = "josé@exämple.com"  # the typed JSON holds it \u-escaped: jos\u00e9@ex\u00e4mple.com
 SECRET = "secret-value"
+WEB_SECRET = "secret-web"
 
 
 def personal_logs() -> ExportLogsServiceRequest:
     """Service `aaa`: one log with a map body and a non-ASCII array attribute holding
-    addresses, and `x` = SECRET; service `web`: one log whose `x` is an empty AnyValue."""
+    addresses, and `x` = SECRET; service `web`: one log whose `x` is an empty AnyValue and
+    whose body holds WEB_SECRET."""
 
     def resource_logs(service: str, record: logs_pb2.LogRecord) -> logs_pb2.ResourceLogs:
         resource = Resource(attributes=[kv("service.name", AnyValue(string_value=service))])
@@ -350,7 +355,9 @@ def personal_logs() -> ExportLogsServiceRequest:
         attributes=[kv("emails", addresses), kv("x", AnyValue(string_value=SECRET))],
     )
     web = logs_pb2.LogRecord(
-        time_unix_nano=now, body=AnyValue(string_value="ok"), attributes=[kv("x", AnyValue())]
+        time_unix_nano=now,
+        body=AnyValue(string_value=f"token {WEB_SECRET}"),
+        attributes=[kv("x", AnyValue())],
     )
     return ExportLogsServiceRequest(
         resource_logs=[resource_logs("aaa", aaa), resource_logs("web", web)]
@@ -470,3 +477,55 @@ def test_an_empty_value_is_left_as_it_is(personal_lake) -> None:
     assert [(r["operation"], r["rows_affected"]) for r in audit_records(lakehouse)] == [
         ("redact", 1)
     ]
+
+
+@contextmanager
+def refusing_new_files(directory: Path) -> Iterator[None]:
+    """`directory` refuses new files, as a store that stops taking writes does (reads go on):
+    read-only for a user, immutable (chattr +i) for root, whom permissions do not stop."""
+    root = os.geteuid() == 0
+    if root:
+        if subprocess.run(["chattr", "+i", str(directory)], capture_output=True).returncode:
+            pytest.skip("chattr +i is not available here")
+    else:
+        directory.chmod(0o555)
+    try:
+        yield
+    finally:
+        if root:
+            subprocess.run(["chattr", "-i", str(directory)], check=True)
+        else:
+            directory.chmod(0o755)
+
+
+@pytest.mark.e2e
+def test_what_a_failed_redaction_rewrote_is_purged_and_audited(personal_lake) -> None:
+    """Partitions are rewritten one by one; the purge and the audit record came only after the
+    last. When `web` failed, `aaa` had been rewritten, but its old file kept SECRET, the old
+    version returned it, and no record said so; a re-run found `aaa` already masked and
+    purged nothing."""
+    lakehouse, config = personal_lake
+    table = lakehouse / "logs"
+    (web,) = table.glob("service_name=web/date=*")
+    before = DeltaTable(str(table)).version()
+
+    with refusing_new_files(web):
+        failed = redact_cli(config, "--pattern", r"secret-[\w-]+", "--mode", "mask")
+
+    assert failed.returncode == 1
+    # one line of ours (delta-rs's writer may print a panic of its own runtime before it)
+    assert "Traceback" not in failed.stderr
+    assert failed.stderr.strip().splitlines()[-1].startswith("otel-delta: redact failed: ")
+    assert files_holding(table, SECRET) == []  # aaa: rewritten, then purged
+    assert files_holding(table, WEB_SECRET)  # web: not rewritten
+    with pytest.raises(Exception):  # noqa: B017 - delta-rs: the version's log entry is gone
+        DeltaTable(str(table), version=before)
+    (record,) = audit_records(lakehouse)
+    assert (record["operation"], record["rows_affected"]) == ("redact", 1)
+    assert re.search(r" \[incomplete: \w+\]$", record["predicate"]), record["predicate"]
+    assert record["files_purged"] >= 1
+
+    again = redact_cli(config, "--pattern", r"secret-[\w-]+", "--mode", "mask")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["rows_affected"] == 1  # web's, now
+    assert files_holding(table, SECRET, WEB_SECRET) == []
