@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -278,3 +279,23 @@ def latin1_logs(service: str) -> bytes:
         ]
     )
     return request.SerializeToString().replace(PLACEHOLDER.encode(), b"caf\xe9")
+
+
+@contextmanager
+def refusing_new_files(directory: Path) -> Iterator[None]:
+    """`directory` refuses new files and deletions in it, as a store that stops taking writes
+    does (reads go on): read-only for a user, immutable (chattr +i) for root, whom permissions
+    do not stop."""
+    root = os.geteuid() == 0
+    if root:
+        if subprocess.run(["chattr", "+i", str(directory)], capture_output=True).returncode:
+            pytest.skip("chattr +i is not available here")
+    else:
+        directory.chmod(0o555)
+    try:
+        yield
+    finally:
+        if root:
+            subprocess.run(["chattr", "-i", str(directory)], check=True)
+        else:
+            directory.chmod(0o755)

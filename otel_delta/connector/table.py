@@ -498,12 +498,16 @@ class Table:
         `purge` (a redaction that changed nothing) only the record is written, saying so:
         nothing removed, the version unchanged. A purge that fails is recorded too (`[purge
         failed]`), before its error goes on: the rows are out of the current version, but
-        earlier versions still hold them until a purge completes."""
+        earlier versions still hold them until a purge completes (a hard delete purges even
+        when it matches no row, so running it again finishes the job)."""
         lakehouse = self.connector.lakehouse
         purged = None
         try:
             if purge:
-                purged = erasure.purge(lakehouse, self.name)
+                try:
+                    purged = erasure.purge(lakehouse, self.name)
+                except OSError as exc:  # the store refused a deletion, or went away
+                    raise StoreUnavailableError(self.name, self.uri, describe(exc)) from None
                 self.connector.forget_writer_handle(self.name)  # its snapshot's log is gone
         except BaseException:
             self._audit(operation, f"{predicate} [purge failed]", rows, before, actor, None)

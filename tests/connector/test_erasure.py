@@ -16,11 +16,12 @@ from otel_delta.errors import (
     InvalidPredicateError,
     InvalidQueryError,
     PartitionNotFoundError,
+    StoreUnavailableError,
     VersionNotFoundError,
 )
 from otel_delta.privacy import keyed_hash
 from tests.connector import data
-from tests.helpers import data_files
+from tests.helpers import data_files, refusing_new_files
 
 pytestmark = pytest.mark.e2e  # tables written by a real bridge (gRPC server)
 
@@ -227,3 +228,34 @@ def test_operation_metrics(lake: DeltaLakeConnector, spans: Table) -> None:
         {"table": "spans", "operation": "delete", "outcome": "error"},
     )
     assert seconds is not None and seconds >= 1
+
+
+def test_a_hard_delete_whose_purge_fails_is_audited(
+    lake: DeltaLakeConnector, spans: Table, lake_path: Path, hash_key: bytes
+) -> None:
+    """The delete committed, then the purge failed (the store refused to delete a file): no
+    `_audit` record was written, though the rows were out of the current version and still in
+    the files. Now the record is written, saying so, before the error goes on."""
+    table = lake_path / "spans"
+    partition = sorted(table.glob("service_name=cart/date=*"))[0]
+    where = f"service_name = 'cart' AND date = '{partition.name.split('=')[1]}'"
+    rows = spans.query().filter(where).count()
+    before = spans.version()
+
+    with refusing_new_files(partition), pytest.raises(StoreUnavailableError, match="delete"):
+        spans.delete(where, hard=True, actor="dpo")
+
+    assert spans.query().filter(where).count() == 0  # the delete itself committed
+    (record,) = lake.audit_log().to_pylist()
+    assert (record["operation"], record["actor"], record["rows_affected"]) == (
+        "hard_delete",
+        "dpo",
+        rows,
+    )
+    assert record["predicate"].endswith(" [purge failed]")
+    assert (record["files_purged"], record["version_before"]) == (0, before)
+
+    again = spans.delete(where, hard=True)  # purges even when it matches no row: finishes it
+    assert again.deleted == 0 and again.files_purged >= 1
+    predicates = {r["predicate"] for r in lake.audit_log().to_pylist()}
+    assert predicates == {record["predicate"], record["predicate"].removesuffix(" [purge failed]")}

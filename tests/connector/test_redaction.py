@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +30,7 @@ from otel_delta.errors import ConfigError, InvalidQueryError
 from otel_delta.privacy import keyed_hash
 from tests.connector.test_erasure import holds
 from tests.corpus import kv
-from tests.helpers import data_files, running_bridge
+from tests.helpers import data_files, refusing_new_files, running_bridge
 
 KEY = b"redaction-key"
 EMAILS = ("alice@example.com", "bob@example.org")
@@ -477,25 +475,6 @@ def test_an_empty_value_is_left_as_it_is(personal_lake) -> None:
     assert [(r["operation"], r["rows_affected"]) for r in audit_records(lakehouse)] == [
         ("redact", 1)
     ]
-
-
-@contextmanager
-def refusing_new_files(directory: Path) -> Iterator[None]:
-    """`directory` refuses new files, as a store that stops taking writes does (reads go on):
-    read-only for a user, immutable (chattr +i) for root, whom permissions do not stop."""
-    root = os.geteuid() == 0
-    if root:
-        if subprocess.run(["chattr", "+i", str(directory)], capture_output=True).returncode:
-            pytest.skip("chattr +i is not available here")
-    else:
-        directory.chmod(0o555)
-    try:
-        yield
-    finally:
-        if root:
-            subprocess.run(["chattr", "-i", str(directory)], check=True)
-        else:
-            directory.chmod(0o755)
 
 
 @pytest.mark.e2e
