@@ -2,8 +2,9 @@
 
 Two kinds of target:
 - an attribute key (`user.email`): its value in every attribute map of the row (the row's own,
-  the resource's, the scope's, each event's and link's); its exact-type entry in the matching
-  `*attribute_types` map goes with it, since that entry holds the value too;
+  the resource's, the scope's, each event's, link's and exemplar's, the metric metadata); its
+  exact-type entry in the matching `*attribute_types` map goes with it, since that entry holds
+  the value too (an empty value, NULL, holds nothing: it stays unless dropped);
 - a regular expression: every match inside attribute values and log bodies. A value kept as
   exact-type JSON as well (an array or kvlist, in `*attribute_types` or `body_type`) is
   decoded, the pattern applied to each string inside it (not to its kvlist keys, as a pattern
