@@ -6,11 +6,13 @@ two records (it waited for the whole replay, past a pod's terminationGracePeriod
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -51,23 +53,34 @@ def replaying(admin: str) -> bool:
     return answers(f"http://{admin}/healthz") and "replaying" in get(f"http://{admin}/readyz")[1]
 
 
-def test_the_admin_endpoint_answers_while_the_log_is_replayed(tmp_path: Path) -> None:
-    admin = f"127.0.0.1:{free_port()}"
+def crashed_with_acked_spans(
+    tmp_path: Path, count: int, *, admin: str = "", receiver: str = ""
+) -> Path:
+    """The config of a bridge that acknowledged the spans s1..s<count> (in its log, none
+    committed: only a stop commits) and was then killed with kill -9."""
     config = tmp_path / "deltalake.toml"
     config.write_text(
         f'[admin]\nendpoint = "{admin}"\n'
-        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = ""\n'
-        "[buffer]\nflush_interval_seconds = 600\n"  # nothing committed before the crash
+        f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = ""\n{receiver}'
+        "[buffer]\nflush_interval_seconds = 600\n"
         f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
         "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
         f'[wal]\ndir = "{tmp_path / "wal"}"\n'
     )
     server = ServeProcess(config)
     stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
-    for i in (1, 2):
+    for i in range(1, count + 1):
         stub.Export(one_span_request(i), timeout=10)  # acknowledged: in the log
     server.kill9()
+    return config
 
+
+@contextlib.contextmanager
+def restarting(config: Path, join_seconds: float) -> Iterator[list[ServeProcess]]:
+    """A restart that pauses before each record it replays, on a thread of its own (a
+    ServeProcess returns once it listens, after the replay); the list it is put in once up.
+    A failed check in the block leaves no bridge running; a restart that does not come up
+    fails the test."""
     started: list[ServeProcess] = []
     restart = threading.Thread(
         target=lambda: started.append(
@@ -76,6 +89,20 @@ def test_the_admin_endpoint_answers_while_the_log_is_replayed(tmp_path: Path) ->
     )
     restart.start()
     try:
+        yield started
+    except BaseException:
+        restart.join(join_seconds)
+        for server in started:
+            server.kill9()
+        raise
+    restart.join(join_seconds)
+    assert started, "the restart did not come up"
+
+
+def test_the_admin_endpoint_answers_while_the_log_is_replayed(tmp_path: Path) -> None:
+    admin = f"127.0.0.1:{free_port()}"
+    config = crashed_with_acked_spans(tmp_path, 2, admin=admin)
+    with restarting(config, 60) as started:
         wait_until(lambda: answers(f"http://{admin}/healthz"), 60, "the admin endpoint")
         assert not started, "the replay was over before the endpoint was asked"
         assert get(f"http://{admin}/healthz") == (200, "ok\n")
@@ -85,13 +112,6 @@ def test_the_admin_endpoint_answers_while_the_log_is_replayed(tmp_path: Path) ->
         assert "replaying the write-ahead log" in receiver["detail"]
         status, metrics = get(f"http://{admin}/metrics")
         assert status == 200 and "otel_delta_wal_pending_records" in metrics
-    except BaseException:
-        restart.join(60)
-        for server in started:  # a failed check leaves no bridge running
-            server.kill9()
-        raise
-    restart.join(60)
-    assert started, "the restart did not come up"
     restarted = started[0]
     assert get(f"http://{admin}/readyz")[0] == 200
     assert restarted.stop() == 0
@@ -105,20 +125,7 @@ def test_sigterm_during_the_replay_stops_it_and_the_next_start_replays_the_rest(
     """Kubernetes stopping a pod whose bridge replays a long log after a crash: the stop
     commits what the replay has buffered, leaves the rest in the log and exits 0; the next
     start stores the rest, and no span twice."""
-    config = tmp_path / "deltalake.toml"
-    config.write_text(
-        '[admin]\nendpoint = ""\n'
-        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = ""\n'
-        "[buffer]\nflush_interval_seconds = 600\n"  # only a stop commits
-        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
-        "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
-        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
-    )
-    server = ServeProcess(config)
-    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
-    for i in range(1, STOPPED_RECORDS + 1):
-        stub.Export(one_span_request(i), timeout=10)  # acknowledged: in the log
-    server.kill9()
+    config = crashed_with_acked_spans(tmp_path, STOPPED_RECORDS)
 
     pause = {"OTEL_DELTA_PAUSE_AT": f"wal-replaying:{STOPPED_PAUSE_SECONDS}"}
     replaying = ServeProcess(config, env=pause, listening=False)
@@ -158,39 +165,12 @@ def test_a_worker_killed_during_the_replay_does_not_fail_the_start(tmp_path: Pat
     OOM killer, under the replay's buffered rows) failed the start: its pool was broken for
     good. The record gets one more try in a new pool."""
     admin = f"127.0.0.1:{free_port()}"
-    config = tmp_path / "deltalake.toml"
-    config.write_text(
-        f'[admin]\nendpoint = "{admin}"\n'
-        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = ""\nconvert_workers = 1\n'
-        "[buffer]\nflush_interval_seconds = 600\n"  # nothing committed before the crash
-        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
-        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
-    )
-    server = ServeProcess(config)
-    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
-    for i in (1, 2):
-        stub.Export(one_span_request(i), timeout=10)  # acknowledged: in the log
-    server.kill9()
-
-    started: list[ServeProcess] = []
-    restart = threading.Thread(
-        target=lambda: started.append(
-            ServeProcess(config, env={"OTEL_DELTA_PAUSE_AT": f"wal-replaying:{PAUSE_SECONDS}"})
-        )
-    )
-    restart.start()
-    try:
+    config = crashed_with_acked_spans(tmp_path, 2, admin=admin, receiver="convert_workers = 1\n")
+    with restarting(config, 120) as started:
         wait_until(lambda: replaying(admin), 60, "the replay")
         [bridge] = [p for p in psutil.Process().children() if "serve" in p.cmdline()]
         [worker] = [p for p in bridge.children() if "spawn_main" in " ".join(p.cmdline())]
         worker.kill()  # while the replay pauses before its first record
-    except BaseException:
-        restart.join(120)
-        for server in started:  # a failed check leaves no bridge running
-            server.kill9()
-        raise
-    restart.join(120)
-    assert started, "the restart did not come up"
     restarted = started[0]
     assert restarted.stop() == 0
     died = [line for line in restarted.lines if "convert worker process died" in line]
