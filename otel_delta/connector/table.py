@@ -133,10 +133,10 @@ class Table:
     def delta_as_of(self, timestamp: datetime | str) -> DeltaTable:
         """A delta-rs handle on the latest version committed at or before `timestamp`.
 
-        Resolved from the commits' own timestamps (what `history` shows, in milliseconds), not
-        by delta-rs from the log objects' modification times: object stores keep those in whole
-        seconds, so two commits of one second were indistinguishable on S3 (an `as_of` or a
-        restore by time landed on the later one)."""
+        Resolved from the commits' own timestamps made monotonic (`monotonic_times`: what
+        `history` shows, in milliseconds), not by delta-rs from the log objects' modification
+        times: object stores keep those in whole seconds, so two commits of one second were
+        indistinguishable on S3 (an `as_of` or a restore by time landed on the later one)."""
         moment = parse_timestamp(timestamp)
         version = version_at(self._history(), moment.timestamp() * 1000)
         if version is None:
@@ -799,11 +799,12 @@ class Table:
         if limit is not None:
             whole_number(limit, "limit", minimum=1)
         entries = []
-        for commit in self._history(limit):
+        # the times `as_of` goes by (monotonic), as Delta's history shows them
+        for at, commit in reversed(monotonic_times(self._history(limit))):
             entries.append(
                 HistoryEntry.of_commit(
                     version=int(commit["version"]),
-                    timestamp=datetime.fromtimestamp(commit["timestamp"] / 1000, UTC),
+                    timestamp=datetime.fromtimestamp(at / 1000, UTC),
                     operation=str(commit.get("operation", "")),
                     parameters=dict(commit.get("operationParameters") or {}),
                     metrics=dict(commit_metrics(commit)),
@@ -1020,20 +1021,28 @@ class Table:
         return table_filesystem(self.uri, self.connector.storage_options, create=False)
 
 
-def version_at(history: list[dict[str, Any]], limit_ms: float) -> int | None:
-    """The latest version committed at or before `limit_ms`, by the commits' timestamps made
-    monotonic as Delta's own history does: each at least 1 ms after the one before. Writers'
-    clocks differ (several bridges, a Spark job): a commit stamped before its predecessor
-    otherwise pulled every earlier version into the answer, also those stamped after the
-    limit. A commit without a timestamp counts as 1 ms after the one before."""
-    latest: int | None = None
+def monotonic_times(history: list[dict[str, Any]]) -> list[tuple[float, dict[str, Any]]]:
+    """The commits oldest first, each with its time in ms made monotonic as Delta's history
+    makes it: at least 1 ms after the one before. Writers' clocks differ (several bridges, a
+    Spark job), and a commit stamped before its predecessor would otherwise put the versions
+    out of time order: `as_of` would take every version before it, also those stamped after
+    the time asked. A commit without a timestamp counts as 1 ms after the one before."""
+    timed: list[tuple[float, dict[str, Any]]] = []
     previous = float("-inf")
     for entry in sorted((e for e in history if "version" in e), key=lambda e: e["version"]):
         stamped = entry.get("timestamp")
-        at = previous + 1 if stamped is None else max(float(stamped), previous + 1)
+        previous = previous + 1 if stamped is None else max(float(stamped), previous + 1)
+        timed.append((previous, entry))
+    return timed
+
+
+def version_at(history: list[dict[str, Any]], limit_ms: float) -> int | None:
+    """The latest version committed at or before `limit_ms`, by `monotonic_times`."""
+    latest: int | None = None
+    for at, entry in monotonic_times(history):
         if at > limit_ms:
             break
-        latest, previous = entry["version"], at
+        latest = entry["version"]
     return latest
 
 

@@ -380,13 +380,18 @@ def test_time_travel_by_timestamp_when_a_writer_s_clock_is_behind(spans, monkeyp
     moment = datetime.now(UTC)
     time.sleep(0.05)
     insert("after the moment")
-    behind = types.SimpleNamespace(time=lambda: time.time() - 1.0)
+    behind = types.SimpleNamespace(time=lambda: time.time() - 3600)
     monkeypatch.setattr(delta_rs, "time", behind)
     insert("after, on a clock behind")
     monkeypatch.undo()
 
     names = spans.query().as_of(moment).filter("name LIKE '%moment%'").to_arrow()["name"]
     assert names.to_pylist() == ["before the moment"]
+    # history shows the times as_of goes by: in version order, and each one found by it
+    history = spans.history(limit=3)
+    assert [h.timestamp for h in history] == sorted((h.timestamp for h in history), reverse=True)
+    for entry in history:
+        assert spans.query().as_of(entry.timestamp).explain().version == entry.version
 
 
 def test_version_at_makes_the_commit_times_monotonic() -> None:
