@@ -126,17 +126,19 @@ def deletion_vectors_applied(
     sql = f"SELECT {select} FROM rows"
     if predicate is not None:
         sql += f" WHERE {predicate.to_sql('datafusion')}"
-    try:
-        found = QueryBuilder().register("rows", delta).execute(sql)
-        reader = pa.RecordBatchReader.from_stream(found)
-    except Exception as exc:  # DataFusion's planning and I/O errors: one kind of our own
-        raise TableUnreadableError(
-            delta.metadata().name or "?", delta.table_uri, describe(exc)
-        ) from exc
     wanted = pa.schema([schema.field(name) for name in columns])
-    for batch in reader:  # DataFusion's own types (string views, large lists) as the table's
-        for start in range(0, batch.num_rows, batch_size):
-            yield batch.slice(start, batch_size).cast(wanted)
+    try:  # the reader is lazy: the files are read, and fail, as it is iterated
+        found = QueryBuilder().register("rows", delta).execute(sql)
+        for batch in pa.RecordBatchReader.from_stream(found):
+            for start in range(0, batch.num_rows, batch_size):
+                # DataFusion's own types (string views, large lists) as the table's
+                yield batch.slice(start, batch_size).cast(wanted)
+    except Exception as exc:  # DataFusion's planning and I/O errors: our own kinds
+        text = describe(exc)
+        if "not found" in text.lower() or "no such file" in text.lower():
+            # a data file of the version read is gone (vacuumed): as the pyarrow scan says it
+            raise FileNotFoundError(text) from exc
+        raise TableUnreadableError(delta.metadata().name or "?", delta.table_uri, text) from exc
 
 
 def pyarrow_dataset(delta: DeltaTable, **options: Any) -> ds.Dataset:

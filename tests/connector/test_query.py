@@ -15,7 +15,12 @@ from deltalake import DeltaTable, WriterProperties, write_deltalake
 
 from otel_delta.connector import scan
 from otel_delta.connector.table import version_at
-from otel_delta.errors import InvalidPredicateError, InvalidQueryError, VersionNotFoundError
+from otel_delta.errors import (
+    InvalidPredicateError,
+    InvalidQueryError,
+    TableUnreadableError,
+    VersionNotFoundError,
+)
 from tests.connector import data
 from tests.helpers import read_table
 
@@ -407,3 +412,27 @@ def test_version_at_makes_the_commit_times_monotonic() -> None:
     assert version_at(history, 2_001) == 3
     assert version_at([], 2_001) is None
     assert version_at([{"version": 0, "timestamp": 5}], 4) is None
+
+
+def test_a_read_through_datafusion_names_a_missing_or_broken_file_as_ours(tmp_path) -> None:
+    """The read of a table with deletion vectors (delta-rs's DataFusion) fails as its rows are
+    iterated, not when it is planned: a data file gone (vacuumed, for a past version) is
+    FileNotFoundError, which the query turns into VersionNotFoundError as the pyarrow scan's
+    does, and a file that is not Parquet is TableUnreadableError; both were pyarrow's
+    ArrowInvalid. Tested on a plain table, which DataFusion reads the same way."""
+    path = tmp_path / "t"
+    rows = pa.table({"x": pa.array([1, 2, 3], pa.int64())})
+    write_deltalake(str(path), rows)
+    delta = DeltaTable(str(path))
+    (data_file,) = [p for p in path.iterdir() if p.suffix == ".parquet"]
+
+    def read() -> list[pa.RecordBatch]:
+        return list(scan.deletion_vectors_applied(delta, ["x"], None, rows.schema, 2))
+
+    assert pa.Table.from_batches(read()).equals(rows)
+    data_file.write_bytes(b"not parquet at all")
+    with pytest.raises(TableUnreadableError):
+        read()
+    data_file.unlink()
+    with pytest.raises(FileNotFoundError):
+        read()
