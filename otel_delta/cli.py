@@ -18,7 +18,7 @@ from otel_delta import grpcenv, heap, rustenv  # noqa: F401 (grpcenv, rustenv: f
 from otel_delta.backfill.files import FORMATS
 from otel_delta.bridge import Bridge
 from otel_delta.commands import add_commands, run_command
-from otel_delta.config import Settings, load_settings
+from otel_delta.config import Settings, check_serving, load_settings
 from otel_delta.errors import Aborted, OtelDeltaError
 from otel_delta.logformat import logs_held, use_json_logs
 from otel_delta.nopandas import keep_pandas_unloaded
@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "stream":
             run_stream(settings, args)
         else:
+            check_serving(settings, args.config)
             raise_open_files_limit()
             asyncio.run(serve(settings))
     except Aborted:

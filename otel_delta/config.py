@@ -661,21 +661,24 @@ def load_settings(path: str | Path | None = None) -> Settings:
     except SettingsError as exc:
         named = _not_json_variable()
         raise ConfigError(f"{named or exc}".splitlines()[0]) from None
-    _check_wal_room(settings, file)
     for key in compatibility_keys_set(settings):
         log.warning("config: %s is accepted for compatibility but has no effect", key)
     _warn_of_short_retention(settings)
     return settings
 
 
-def _check_wal_room(settings: Settings, file: Path) -> None:
-    """With ack = "wal", the log must have room for the largest request beside its newest
+def check_serving(settings: Settings, path: str | Path | None = None) -> None:
+    """What `serve` needs of the settings beyond each key's own rules (the other commands
+    open no write-ahead log: a read-only `query` of an existing config must still run).
+
+    With ack = "wal", the log must have room for the largest request beside its newest
     segment, which is never deleted and may hold up to `segment_bytes` of committed records.
     A record is the body as received (compressed, if it came so) or, for OTLP/JSON, its
     protobuf: at most `receiver.max_receive_message_bytes` either way. A request the receiver
     took but the log could not was answered "full, retry later", and retried for ever."""
     if settings.buffer.ack != "wal":
         return
+    file = Path(path if path is not None else DEFAULT_CONFIG_FILE)
     largest = settings.receiver.max_receive_message_bytes
     wal = settings.wal
     if wal.max_bytes < largest + wal.segment_bytes:

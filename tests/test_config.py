@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from otel_delta.config import load_settings
+from otel_delta.config import check_serving, load_settings
 from otel_delta.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,13 +112,14 @@ def test_a_write_ahead_log_smaller_than_a_request_and_a_segment_is_a_config_erro
 ) -> None:
     """wal.max_bytes of 2 MiB with 1 MiB segments was accepted beside the receiver's 64 MiB
     request limit: a 3 MB request was then answered "full, retry later" for ever. The log
-    must hold the largest request beside its newest segment; only in ack = "wal"."""
+    must hold the largest request beside its newest segment; only in ack = "wal", and only
+    for `serve`: the other commands open no log, and a `query` of that config still runs."""
     config = tmp_path / "c.toml"
     config.write_text("")
     monkeypatch.setenv("OTEL_DELTA_WAL__MAX_BYTES", "2097152")
     monkeypatch.setenv("OTEL_DELTA_WAL__SEGMENT_BYTES", "1048576")
     with pytest.raises(ConfigError) as err:
-        load_settings(config)
+        check_serving(load_settings(config), config)
     message = str(err.value)
     assert message.startswith("config error: wal.max_bytes (") and "\n" not in message
     assert "$OTEL_DELTA_WAL__MAX_BYTES" in message
@@ -132,15 +134,23 @@ def test_a_write_ahead_log_smaller_than_a_request_and_a_segment_is_a_config_erro
         timeout=60,
     )
     assert done.returncode == 2 and done.stderr == f"otel-delta: {message}\n"
+    listed = subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", "tables", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OTEL_DELTA_DELTALAKE__TABLE_PATH": str(tmp_path / "lake")},
+    )
+    assert listed.returncode == 0, listed.stderr
     # a request limit the log has room for, beside a segment: accepted
     config.write_text("[receiver]\nmax_receive_message_bytes = 1048576\n")
-    assert load_settings(config).wal.max_bytes == 2097152
+    check_serving(load_settings(config), config)
     config.write_text("[receiver]\nmax_receive_message_bytes = 1048577\n")
     with pytest.raises(ConfigError, match=r"wal\.max_bytes"):
-        load_settings(config)
+        check_serving(load_settings(config), config)
     # no write-ahead log in ack = "commit": its settings bound nothing
     config.write_text('[buffer]\nack = "commit"\n')
-    assert load_settings(config).wal.max_bytes == 2097152
+    check_serving(load_settings(config), config)
 
 
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
