@@ -36,9 +36,15 @@ from otel_delta.backfill import ledger
 from otel_delta.backfill.files import Format
 from otel_delta.backfill.plan import PlannedFile
 from otel_delta.backfill.stage import file_sha256
+from otel_delta.errors import store_errors_named
 from otel_delta.lakehouse import Lakehouse, bookkeeping_table, table_uri
 from otel_delta.tables import TABLES
-from otel_delta.tables.schemas import BACKFILL_BATCHES, BATCHES_TABLE, DEAD_LETTER_TABLE
+from otel_delta.tables.schemas import (
+    BACKFILL_BATCHES,
+    BATCHES_TABLE,
+    DEAD_LETTER_TABLE,
+    LEDGER_TABLE,
+)
 
 STARTED = "started"
 FINISHED = "finished"
@@ -144,8 +150,12 @@ def _unfinished(root: str, storage: dict[str, str] | None = None) -> list[_Start
 def committed_to(lakehouse: Lakehouse, batch: str) -> list[str]:
     """The tables holding a commit of the load (its txn id)."""
     app = ledger.app_id(batch)
-    names = [*TABLES, DEAD_LETTER_TABLE]
-    return [name for name in names if ledger.committed(lakehouse.uri(name), app, lakehouse.storage)]
+    committed = []
+    for name in [*TABLES, DEAD_LETTER_TABLE]:
+        with store_errors_named(name, lakehouse.uri(name)):  # the table that failed, by name
+            if ledger.committed(lakehouse.uri(name), app, lakehouse.storage):
+                committed.append(name)
+    return committed
 
 
 def _found(sha256: str, path: str, given: dict[str, PlannedFile]) -> PlannedFile | None:
@@ -167,17 +177,20 @@ def to_finish(
     this run (those of a stopped load that cannot be finished yet). Marks the loads that need
     nothing more finished. The caller holds the backfill lease."""
     root, storage = lakehouse.root, lakehouse.storage
-    stopped = _unfinished(root, storage)
+    with store_errors_named(BATCHES_TABLE, lakehouse.uri(BATCHES_TABLE)):
+        stopped = _unfinished(root, storage)
     if not stopped:
         return [], set()
-    recorded = ledger.recorded_batches(root, storage)
+    with store_errors_named(LEDGER_TABLE, lakehouse.uri(LEDGER_TABLE)):
+        recorded = ledger.recorded_batches(root, storage)
     by_hash = {f.sha256: f for f in given}
     resumes: list[Resume] = []
     held_back: set[str] = set()
     for load in stopped:
         tables = [] if load.batch in recorded else committed_to(lakehouse, load.batch)
         if not tables:
-            finish(root, load.batch, load.attempts, storage)
+            with store_errors_named(BATCHES_TABLE, lakehouse.uri(BATCHES_TABLE)):
+                finish(root, load.batch, load.attempts, storage)
             continue
         found = {sha: _found(sha, path, by_hash) for sha, path in load.files.items()}
         missing = sorted(load.files[sha] for sha, there in found.items() if there is None)

@@ -124,8 +124,7 @@ def backfill(
         # a load a crash stopped after some of its table commits is finished first, as the
         # same batch, or its files are held back: in this run's batch they would be stored
         # twice (batches.py)
-        with store_errors_named(batches.BATCHES_TABLE, lakehouse.uri(batches.BATCHES_TABLE)):
-            resumes, held_back = batches.to_finish(lakehouse, files, say)
+        resumes, held_back = batches.to_finish(lakehouse, files, say)  # errors by table
         for resume in resumes:
             say(
                 f"otel-delta: finishing an earlier backfill of {len(resume.files)} file(s) that "

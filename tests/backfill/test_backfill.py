@@ -9,17 +9,18 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, Transaction
+from deltalake import DeltaTable, Transaction, write_deltalake
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta import lakehouse
-from otel_delta.backfill import ledger
+from otel_delta.backfill import batches, ledger
 from otel_delta.backfill import plan as plan_module
 from otel_delta.backfill.ledger import DEAD_LETTER_TABLE, LEDGER_TABLE
 from otel_delta.backfill.run import BackfillReport, backfill
 from otel_delta.backfill.stage import file_sha256
 from otel_delta.config import Settings
+from otel_delta.errors import StoreUnavailableError
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.tables import TABLES
 from tests import corpus
@@ -296,3 +297,20 @@ def test_a_zstd_file_cut_short_loads_its_whole_lines(tmp_path: Path) -> None:
     dead = table_rows(root, DEAD_LETTER_TABLE).to_pylist()
     assert len(dead) == 1 and "cut short" in dead[0]["reason"]
     assert dead[0]["line"] == report.records + 1
+
+
+def test_a_store_failing_while_a_stopped_load_is_looked_at_names_its_table(
+    tmp_path: Path,
+) -> None:
+    """Whether a stopped load committed is read from every telemetry table: a store failing
+    on one of them is said of that table, not of `_backfill_batches`."""
+    root = tmp_path / "lake"
+    write_deltalake(str(root / "logs"), pa.table({"x": [1]}))
+    gone = plan_module.PlannedFile(str(tmp_path / "gone.json"), "0" * 64)
+    batches.start(str(root), ledger.batch_id([gone.sha256]), [gone], "auto")
+    delta_log = root / "logs" / "_delta_log"
+    delta_log.rename(root / "logs" / "elsewhere")
+    delta_log.write_text("the store is down")
+    path = write_json_lines(tmp_path / "logs.json", [corpus.logs_request()])
+    with pytest.raises(StoreUnavailableError, match=r"^table 'logs' at "):
+        backfill(settings(root, "delta-rs"), [str(path)], show_progress=False)
