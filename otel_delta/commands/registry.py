@@ -7,7 +7,6 @@ Each command function gets the connector and the parsed arguments and returns wh
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,7 +94,8 @@ def _scope(p: argparse.ArgumentParser, what: str) -> None:
 def _actor(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--actor",
-        default=getpass.getuser(),
+        type=str,
+        default=None,
         help="who asks, for the _audit record (default: the OS user)",
     )
 

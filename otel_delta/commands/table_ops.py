@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import getpass
+import os
 import re
 import shutil
 import sys
@@ -18,6 +20,17 @@ TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 class Lines(list):
     """Text already laid out for the terminal (printed as is, not through a formatter)."""
+
+
+def os_user() -> str:
+    """The OS user running the command, for an audit record: its login name, else its uid.
+    A container run as a uid without a passwd entry (an OpenShift random uid, `docker run
+    --user 1000`) has no name, and getpass's KeyError ended every command in a traceback
+    while the parser was built."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid:{os.getuid()}"
 
 
 def tables(connector: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -104,7 +117,10 @@ def delete(connector: Any, args: argparse.Namespace) -> Any:
         kind = "hard-delete (no time travel back)" if args.hard else "delete"
         confirm(f"{kind} {selected.count()} row(s) from {args.table}: {what}", yes=False)
     return table.delete(
-        args.where, partition_path=args.partition_path, hard=args.hard, actor=args.actor
+        args.where,
+        partition_path=args.partition_path,
+        hard=args.hard,
+        actor=args.actor or os_user(),
     )
 
 
@@ -125,7 +141,7 @@ def redact(connector: Any, args: argparse.Namespace) -> Any:
         mode=args.mode,
         where=args.where,
         partition_path=args.partition_path,
-        actor=args.actor,
+        actor=args.actor or os_user(),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import getpass
 import io
 import json
 import os
@@ -380,3 +381,22 @@ def test_query_json_of_nan_and_infinite_values_is_json(tmp_path: Path) -> None:
     printed = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity", "1.5": 1.5}
     assert {r["attributes"]["v"]: r["value_double"] for r in rows} == printed
     assert {r["attributes"]["v"]: r["exemplars"][0]["value_double"] for r in rows} == printed
+
+
+def test_a_user_without_a_name_is_audited_by_its_uid(lake, monkeypatch, capsys) -> None:
+    """Run as a uid with no passwd entry (OpenShift's random uid, `docker run --user 1000`
+    with USER unset), getpass.getuser raises KeyError: every command, `serve` too, ended in
+    that traceback while its parser was built (the --actor default). The parser asks no
+    one; a hard delete without --actor is audited as the uid."""
+    lakehouse, config = lake
+
+    def no_name() -> str:
+        raise KeyError("getpwuid(): uid not found: 54321")
+
+    monkeypatch.setattr(getpass, "getuser", no_name)
+    monkeypatch.setenv("OTEL_DELTA_HASH_KEY", "cli-key")
+    argv = ("delete", "spans", "--partition-path", "service_name=other", "--hard", "--yes")
+    code, _, err = run(capsys, *argv, "--config", str(config))
+    assert code == 0, err
+    audit = DeltaTable(str(lakehouse / "_audit")).to_pyarrow_table().to_pylist()
+    assert [r["actor"] for r in audit] == [f"uid:{os.getuid()}"]
