@@ -458,13 +458,16 @@ class Table:
         table): then purge (when it committed, or `always`) and audit it (`predicate` already
         hashed); the result in `purged`.
 
-        Whatever was committed is purged and audited even when the rewrite fails part-way (an
-        error in a later partition, the store going away, Ctrl-C): the values it replaced would
-        otherwise stay in the old files and in earlier versions with no record of the
-        operation, and a re-run, finding those rows already rewritten, would purge nothing.
+        What the body has marked committed is purged and audited even when the rewrite fails
+        later (an error in a later partition, the store going away, Ctrl-C): the values it
+        replaced would otherwise stay in the old files and in earlier versions with no record
+        of the operation, and a re-run, finding those rows already rewritten, would purge
+        nothing.
         The record then says the operation is incomplete (the error's type, never its text,
         which may quote a value), and the error is raised after it. A failure before anything
-        was committed is raised as it is: nothing changed, nothing to purge or record."""
+        was marked committed is raised as it is, with no purge or record: also one between a
+        partition's commit and its return (Ctrl-C there), which a hard delete of the same
+        condition then purges."""
         done = _Erasure()
         failure: BaseException | None = None
         try:
