@@ -17,7 +17,12 @@ import software.amazon.awssdk.auth.credentials.AwsSessionCredentials;
 import software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider;
 import software.amazon.awssdk.auth.credentials.StaticCredentialsProvider;
 import software.amazon.awssdk.core.sync.RequestBody;
+import software.amazon.awssdk.core.exception.SdkClientException;
 import software.amazon.awssdk.regions.Region;
+import software.amazon.awssdk.regions.providers.AwsProfileRegionProvider;
+import software.amazon.awssdk.regions.providers.AwsRegionProvider;
+import software.amazon.awssdk.regions.providers.AwsRegionProviderChain;
+import software.amazon.awssdk.regions.providers.SystemSettingsRegionProvider;
 import software.amazon.awssdk.services.s3.S3Client;
 import software.amazon.awssdk.services.s3.S3ClientBuilder;
 import software.amazon.awssdk.services.s3.model.PutObjectRequest;
@@ -38,10 +43,24 @@ import software.amazon.awssdk.services.s3.model.S3Exception;
  * <p>{@code overwrite=true} ({@code _last_checkpoint}) is a plain PUT. Reads and listings are
  * Hadoop's S3A (inherited). The S3 client is built from the same {@code fs.s3a.*} settings as
  * S3A: endpoint, region, path-style access, keys (or the default AWS credential chain).
+ * Without {@code fs.s3a.endpoint.region} the region is the one the AWS SDK finds in the
+ * environment ({@code AWS_REGION}, the {@code aws.region} property, the profile), as delta-rs
+ * finds it, and the client follows a bucket that lives elsewhere (cross-region access).
  */
 public class S3PutIfAbsentLogStore extends HadoopFileSystemLogStore {
 
     private static final Map<String, S3Client> CLIENTS = new ConcurrentHashMap<>();
+    /** The region of last resort, as the SDK's own S3 examples and delta-rs use. */
+    static final Region FALLBACK_REGION = Region.US_EAST_1;
+
+    /**
+     * The SDK's region lookup without its last step, the EC2 instance metadata service: off
+     * EC2 that step waits for a connection timeout on every new client, and cross-region access
+     * covers a bucket the guess misses.
+     */
+    private static final AwsRegionProvider ENVIRONMENT_REGION =
+            new AwsRegionProviderChain(
+                    new SystemSettingsRegionProvider(), new AwsProfileRegionProvider());
 
     public S3PutIfAbsentLogStore(Configuration initHadoopConf) {
         super(initHadoopConf);
@@ -102,7 +121,11 @@ public class S3PutIfAbsentLogStore extends HadoopFileSystemLogStore {
                 cacheKey,
                 k -> {
                     S3ClientBuilder builder = S3Client.builder().forcePathStyle(pathStyle);
-                    builder.region(Region.of(region != null && !region.isEmpty() ? region : "us-east-1"));
+                    boolean configured = region != null && !region.isEmpty();
+                    builder.region(region(region, ENVIRONMENT_REGION));
+                    // an unconfigured region is a guess: a bucket elsewhere answers with its
+                    // own, and the client retries there (without it every commit fails: 301)
+                    builder.crossRegionAccessEnabled(!configured);
                     if (endpoint != null && !endpoint.isEmpty()) {
                         String scheme = "false".equalsIgnoreCase(ssl) ? "http://" : "https://";
                         builder.endpointOverride(
@@ -111,6 +134,22 @@ public class S3PutIfAbsentLogStore extends HadoopFileSystemLogStore {
                     builder.credentialsProvider(credentials(accessKey, secretKey, token));
                     return builder.build();
                 });
+    }
+
+    /**
+     * The configured region ({@code fs.s3a.endpoint.region}); else the environment's (a bridge
+     * deployed with {@code AWS_REGION=eu-west-1} commits there, as its delta-rs writer does);
+     * else {@link #FALLBACK_REGION}.
+     */
+    static Region region(String configured, AwsRegionProvider environment) {
+        if (configured != null && !configured.isEmpty()) {
+            return Region.of(configured);
+        }
+        try {
+            return environment.getRegion();
+        } catch (SdkClientException e) { // none set anywhere
+            return FALLBACK_REGION;
+        }
     }
 
     private static AwsCredentialsProvider credentials(String accessKey, String secretKey, String token) {
