@@ -448,6 +448,21 @@ class SparkSettings(Section):
 
     _as_strings = field_validator("conf", mode="before")(_option_texts)
 
+    @field_validator("conf")
+    @classmethod
+    def _keeps_commits_safe(cls, conf: dict[str, str]) -> dict[str, str]:
+        """Another log store would let Spark's commits replace delta-rs's (README: commit
+        safety): refused at load rather than overridden without a word."""
+        from otel_delta.spark.session import COMMIT_SAFETY_CONF
+
+        for key, ours in COMMIT_SAFETY_CONF.items():
+            if key in conf and conf[key] != ours:
+                raise ValueError(
+                    f"{key} must be {ours} (otel-delta sets it: another store lets Spark "
+                    "replace delta-rs's commits); remove it"
+                )
+        return conf
+
 
 class StreamSettings(Section):
     """`[stream]`: `otel-delta stream`, the Spark Structured Streaming job from Kafka (topics the

@@ -545,10 +545,16 @@ class Lakehouse:
 
     # --- Spark -----------------------------------------------------------------------------
 
+    def spark_conf(self, **overrides: Any) -> dict[str, str]:
+        """The settings spark_session() starts Spark with (see session_conf)."""
+        from otel_delta.spark.session import session_conf
+
+        return session_conf(self.spark, derived=s3a_conf(self.storage_options), **overrides)
+
     def spark_session(self, **overrides: Any) -> SparkSession:
         """A SparkSession for these tables (`[spark]` settings; Delta jars from ./jars), with
-        S3A set from the same storage options delta-rs uses (`spark.conf` still wins)."""
+        S3A set from the same storage options delta-rs uses: derived values only, which
+        `[spark.conf]` overrides key by key (session_conf)."""
         from otel_delta.spark.session import spark_session
 
-        conf = {**s3a_conf(self.storage_options), **overrides.pop("conf", {})}
-        return spark_session(self.spark, conf=conf, **overrides)
+        return spark_session(self.spark, derived=s3a_conf(self.storage_options), **overrides)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,18 @@ DELTA_JARS = (
     LOGSTORE_JAR,
 )
 DEFAULT_JAR_DIR = Path(__file__).resolve().parents[2] / "jars"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+# What keeps Spark's commits from replacing delta-rs's (README: commit safety): `[spark.conf]`
+# cannot set these otherwise (config.py refuses another value at load); only code's own `conf`
+# may (tests swap the store to show the race it closes).
+COMMIT_SAFETY_CONF = {
+    "spark.delta.logStore.file.impl": LOGSTORE_CLASS,
+    "spark.delta.logStore.s3.impl": S3_LOGSTORE_CLASS,
+    "spark.delta.logStore.s3a.impl": S3_LOGSTORE_CLASS,
+}
+# Comma-separated lists: what `[spark.conf]` (or `conf`) names is added to ours, each once, so
+# a user's jar (hadoop-azure) or extension does not drop Delta's, our log store or S3A.
+LIST_CONF = ("spark.jars", "spark.sql.extensions")
 
 
 def delta_jars(jar_dir: Path | None = None) -> list[Path]:
@@ -60,16 +73,67 @@ def kafka_jars(jar_dir: Path | None = None) -> list[Path]:
     return jars
 
 
+def session_conf(
+    settings: SparkSettings | None = None,
+    *,
+    derived: Mapping[str, str] | None = None,
+    jars: Sequence[Path] = (),
+    conf: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Every setting the session starts with (without a JVM: spark_session() applies it).
+
+    Later wins: our defaults, `derived` (the `fs.s3a.*` that Lakehouse derives from the
+    storage options), `settings.conf` (the user's `[spark.conf]`), COMMIT_SAFETY_CONF, then
+    `conf` (code's own overrides). The LIST_CONF keys are merged instead: Delta's jars, our
+    log store's, S3A's and `jars` (the stream's Kafka source), then those each layer names.
+    """
+    settings = settings or SparkSettings()
+    layers = [
+        {
+            "spark.jars": ",".join(str(p) for p in (*delta_jars(), *jars)),
+            "spark.sql.extensions": DELTA_EXTENSION,
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            "spark.ui.enabled": str(settings.ui_enabled).lower(),
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.shuffle.partitions": "4",
+            # features delta-rs cannot write must stay off on tables both engines share
+            "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",
+            "spark.databricks.delta.properties.defaults.enableRowTracking": "false",
+            # Parquet TIMESTAMP as INT64 µs (not legacy INT96) so delta-rs reads Spark's files alike
+            "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+            # s3:// is S3A too (delta-rs's URLs work as they are)
+            "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        },
+        dict(derived or {}),
+        settings.conf,
+        COMMIT_SAFETY_CONF,
+        dict(conf or {}),
+    ]
+    merged: dict[str, str] = {}
+    for layer in layers:
+        merged.update(layer)
+    for key in LIST_CONF:
+        items = (item.strip() for layer in layers for item in layer.get(key, "").split(","))
+        merged[key] = ",".join(dict.fromkeys(item for item in items if item))
+    return merged
+
+
 def spark_session(
     settings: SparkSettings | None = None,
     *,
     master: str | None = None,
-    conf: dict[str, str] | None = None,
+    derived: Mapping[str, str] | None = None,
+    jars: Sequence[Path] = (),
+    conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """A session reading and writing Delta, quiet, UI off by default, bound to 127.0.0.1.
 
-    `settings` is the `[spark]` config section; `master` overrides its `master`; `conf` is
-    applied last, after `settings.conf` (tests use it to swap the log store or add a jar).
+    `settings` is the `[spark]` config section; `master` overrides its `master`; the rest is
+    session_conf()'s: `derived` loses to `settings.conf`, `conf` wins over everything (tests
+    use it to swap the log store), `jars` are added to Delta's.
     """
     from pyspark.sql import SparkSession
 
@@ -77,35 +141,8 @@ def spark_session(
     # Python tasks (the backfill's converters) run on this interpreter, where otel-delta is
     # installed; on a cluster it must exist at the same path on every worker (or set it)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    jars = ",".join(str(p) for p in delta_jars())
-    builder = (
-        SparkSession.builder.master(master or settings.master)
-        .appName(settings.app_name)
-        .config("spark.jars", jars)
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config(
-            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-        )
-        .config("spark.ui.enabled", str(settings.ui_enabled).lower())
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
-        # features delta-rs cannot write must stay off on tables both engines share
-        .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
-        .config("spark.databricks.delta.properties.defaults.enableRowTracking", "false")
-        # Parquet TIMESTAMP as INT64 µs (not legacy INT96) so delta-rs reads Spark's files alike
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        # commits to local tables are put-if-absent, like delta-rs's, so neither engine can
-        # replace the other's commit (the default store's check-then-rename can)
-        .config("spark.delta.logStore.file.impl", LOGSTORE_CLASS)
-        # s3:// is S3A too (delta-rs's URLs work as they are), with put-if-absent commits
-        .config("spark.hadoop.fs.s3.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")
-        .config("spark.delta.logStore.s3.impl", S3_LOGSTORE_CLASS)
-        .config("spark.delta.logStore.s3a.impl", S3_LOGSTORE_CLASS)
-    )
-    for key, value in {**settings.conf, **(conf or {})}.items():
+    builder = SparkSession.builder.master(master or settings.master).appName(settings.app_name)
+    for key, value in session_conf(settings, derived=derived, jars=jars, conf=conf).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

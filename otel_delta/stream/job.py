@@ -112,12 +112,10 @@ def check(stream: StreamSettings) -> dict[str, str]:
 
 
 def stream_session(lakehouse: Lakehouse) -> SparkSession:
-    from otel_delta.spark.session import delta_jars, kafka_jars
+    from otel_delta.spark.session import kafka_jars
 
-    jars = [str(p) for p in (*delta_jars(), *kafka_jars())]
-    extra = lakehouse.spark.conf.get("spark.jars", "")
-    jars += [j for j in extra.split(",") if j]
-    spark = lakehouse.spark_session(conf={"spark.jars": ",".join(jars)})
+    # added to Delta's jars and any `spark.jars` of [spark.conf] (session_conf merges them)
+    spark = lakehouse.spark_session(jars=kafka_jars())
     if not log.isEnabledFor(logging.DEBUG):
         _quiet_query_errors(spark)
     return spark

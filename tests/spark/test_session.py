@@ -2,8 +2,18 @@ from pathlib import Path
 
 import pytest
 
-from otel_delta.errors import SparkSetupError
-from otel_delta.spark.session import LOGSTORE_CLASS, LOGSTORE_JAR, delta_jars
+from otel_delta.config import load_settings
+from otel_delta.errors import ConfigError, SparkSetupError
+from otel_delta.lakehouse import Lakehouse
+from otel_delta.spark.session import (
+    COMMIT_SAFETY_CONF,
+    DELTA_EXTENSION,
+    LOGSTORE_CLASS,
+    LOGSTORE_JAR,
+    S3_LOGSTORE_CLASS,
+    delta_jars,
+    kafka_jars,
+)
 
 
 def test_missing_jars_name_the_command_that_fetches_them(tmp_path: Path, monkeypatch) -> None:
@@ -27,3 +37,68 @@ def test_logstore_jar_name_matches_the_maven_build() -> None:
     assert f"jars/{LOGSTORE_JAR}" in (root / "Makefile").read_text()
     source = root / "spark/logstore/src/main/java" / (LOGSTORE_CLASS.replace(".", "/") + ".java")
     assert source.is_file()
+
+
+USER_JAR = "/opt/jars/hadoop-azure-3.4.1.jar"
+
+
+def lakehouse_of(tmp_path: Path, toml: str) -> Lakehouse:
+    """The lakehouse a bridge started with this deltalake.toml would use."""
+    config = tmp_path / "deltalake.toml"
+    config.write_text(toml)
+    return Lakehouse.from_settings(load_settings(config))
+
+
+def test_a_jar_in_spark_conf_is_added_to_deltas_and_ours(tmp_path: Path) -> None:
+    """README (Azure/GCS on Spark): a user adds hadoop-azure as `spark.jars` in [spark.conf].
+    Spark must still start with Delta, our log store and S3A; so must the stream's session,
+    which adds the Kafka source's jars too. An extension of the user's joins Delta's."""
+    lakehouse = lakehouse_of(
+        tmp_path,
+        f'[spark.conf]\n"spark.jars" = "{USER_JAR}"\n'
+        '"spark.sql.extensions" = "org.example.UserExtension"\n',
+    )
+    ours = [str(p) for p in delta_jars()]
+    assert any(LOGSTORE_JAR in jar for jar in ours)
+
+    conf = lakehouse.spark_conf()
+    assert conf["spark.jars"].split(",") == [*ours, USER_JAR]
+    assert conf["spark.sql.extensions"] == f"{DELTA_EXTENSION},org.example.UserExtension"
+
+    stream = lakehouse.spark_conf(jars=kafka_jars())
+    assert stream["spark.jars"].split(",") == [*ours, *map(str, kafka_jars()), USER_JAR]
+
+
+def test_spark_conf_wins_over_what_storage_options_derive(tmp_path: Path) -> None:
+    """An S3-compatible endpoint in storage.options makes S3A path-style by default; a user
+    whose store wants virtual-hosted requests says so in [spark.conf], and that must win.
+    What the user does not set is still derived."""
+    lakehouse = lakehouse_of(
+        tmp_path,
+        '[deltalake]\ntable_path = "s3://bucket/lake"\n'
+        '[deltalake.storage.options]\nAWS_ENDPOINT_URL = "http://127.0.0.1:9000"\n'
+        '[spark.conf]\n"spark.hadoop.fs.s3a.path.style.access" = "false"\n',
+    )
+    conf = lakehouse.spark_conf()
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "false"
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+
+
+def test_spark_conf_cannot_swap_the_log_stores_that_keep_commits_safe(tmp_path: Path) -> None:
+    """Spark's own S3 store checks, then PUTs: it can replace a delta-rs commit. Naming it in
+    [spark.conf] stops the bridge at load with one line; naming ours is accepted."""
+    with pytest.raises(ConfigError) as err:
+        lakehouse_of(
+            tmp_path,
+            '[spark.conf]\n"spark.delta.logStore.s3.impl" = '
+            '"io.delta.storage.S3SingleDriverLogStore"\n',
+        )
+    message = str(err.value)
+    assert "spark.delta.logStore.s3.impl" in message and S3_LOGSTORE_CLASS in message
+    assert "\n" not in message
+
+    same = lakehouse_of(
+        tmp_path, f'[spark.conf]\n"spark.delta.logStore.file.impl" = "{LOGSTORE_CLASS}"\n'
+    )
+    conf = same.spark_conf()
+    assert {key: conf[key] for key in COMMIT_SAFETY_CONF} == COMMIT_SAFETY_CONF
