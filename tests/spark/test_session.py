@@ -1,10 +1,14 @@
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from otel_delta.config import load_settings
 from otel_delta.errors import ConfigError, SparkSetupError
 from otel_delta.lakehouse import Lakehouse
+from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.spark.session import (
     COMMIT_SAFETY_CONF,
     DELTA_EXTENSION,
@@ -14,6 +18,8 @@ from otel_delta.spark.session import (
     delta_jars,
     kafka_jars,
 )
+from tests import corpus
+from tests.backfill.collector import write_json_lines
 
 
 def test_missing_jars_name_the_command_that_fetches_them(tmp_path: Path, monkeypatch) -> None:
@@ -102,3 +108,29 @@ def test_spark_conf_cannot_swap_the_log_stores_that_keep_commits_safe(tmp_path: 
     )
     conf = same.spark_conf()
     assert {key: conf[key] for key in COMMIT_SAFETY_CONF} == COMMIT_SAFETY_CONF
+
+
+@pytest.mark.e2e
+def test_spark_with_a_users_jar_still_writes_delta(tmp_path: Path) -> None:
+    """The user's run: `otel-delta backfill` on Spark with a jar of their own in [spark.conf]
+    (here the Kafka source's commons-pool2, which the default session does not load). Spark
+    must start with Delta too and commit the rows; with the user's jar in place of Delta's it
+    failed on the `delta` format."""
+    user_jar = next(p for p in kafka_jars() if p.name.startswith("commons-pool2-"))
+    files = write_json_lines(tmp_path / "logs.json", [corpus.logs_request()])
+    lake = tmp_path / "lake"
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'[deltalake]\ntable_path = "{lake}"\n[deltalake.operations]\nengine = "spark"\n'
+        f'[spark]\nmaster = "local[1]"\n[spark.conf]\n"spark.jars" = "{user_jar}"\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", "backfill", "--config", str(config), str(files)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "1 file(s) loaded with spark" in done.stdout, done.stdout
+    rows = SIGNALS_BY_NAME["logs"].convert(corpus.logs_request()).tables["logs"].num_rows
+    assert DeltaTable(str(lake / "logs")).count() == rows
