@@ -32,6 +32,7 @@ from pydantic_settings import (
 )
 
 from otel_delta.errors import ConfigError
+from otel_delta.logstores import COMMIT_SAFETY_CONF
 from otel_delta.tables import DEFAULT_PARTITION_BY, partitionable_columns
 from otel_delta.tables.layout import COMPACTION_LEVEL, INGEST_LEVEL
 
@@ -453,8 +454,6 @@ class SparkSettings(Section):
     def _keeps_commits_safe(cls, conf: dict[str, str]) -> dict[str, str]:
         """Another log store would let Spark's commits replace delta-rs's (README: commit
         safety): refused at load rather than overridden without a word."""
-        from otel_delta.spark.session import COMMIT_SAFETY_CONF
-
         for key, ours in COMMIT_SAFETY_CONF.items():
             if key in conf and conf[key] != ours:
                 raise ValueError(

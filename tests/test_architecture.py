@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "otel_delta.grpcenv",
         "otel_delta.rustenv",
         "otel_delta.priority",
+        "otel_delta.logstores",
         "otel_delta._generated",
     ),
     ("otel_delta.config", "otel_delta.net", "otel_delta.status"),

@@ -14,16 +14,14 @@ from typing import TYPE_CHECKING
 
 from otel_delta.config import SparkSettings
 from otel_delta.errors import SparkSetupError
+from otel_delta.logstores import COMMIT_SAFETY_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DELTA_VERSION = "4.0.1"  # pairs with pyspark 4.0.x only
-# our put-if-absent commit store for file:// tables (spark/logstore/pom.xml; README: commit safety)
+# our put-if-absent commit stores (spark/logstore/pom.xml; otel_delta/logstores.py)
 LOGSTORE_JAR = "otel-delta-logstore-0.1.0.jar"
-LOGSTORE_CLASS = "io.oteldelta.storage.LocalPutIfAbsentLogStore"
-# ... and for s3:// / s3a:// tables, by S3 conditional PUT, like delta-rs's
-S3_LOGSTORE_CLASS = "io.oteldelta.storage.S3PutIfAbsentLogStore"
 KAFKA_JAR_DIR = "kafka"  # Spark's Kafka source (spark/kafka/pom.xml), for `otel-delta stream`
 S3A_JAR_DIR = "s3a"  # hadoop-aws and the AWS SDK (spark/s3a/pom.xml), under the jar directory
 DELTA_JARS = (
@@ -33,14 +31,6 @@ DELTA_JARS = (
 )
 DEFAULT_JAR_DIR = Path(__file__).resolve().parents[2] / "jars"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
-# What keeps Spark's commits from replacing delta-rs's (README: commit safety): `[spark.conf]`
-# cannot set these otherwise (config.py refuses another value at load); only code's own `conf`
-# may (tests swap the store to show the race it closes).
-COMMIT_SAFETY_CONF = {
-    "spark.delta.logStore.file.impl": LOGSTORE_CLASS,
-    "spark.delta.logStore.s3.impl": S3_LOGSTORE_CLASS,
-    "spark.delta.logStore.s3a.impl": S3_LOGSTORE_CLASS,
-}
 # Comma-separated lists: what `[spark.conf]` (or `conf`) names is added to ours, each once, so
 # a user's jar (hadoop-azure) or extension does not drop Delta's, our log store or S3A.
 LIST_CONF = ("spark.jars", "spark.sql.extensions")

@@ -17,8 +17,8 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 from otel_delta.engines.delta_rs import DeltaRsEngine
 from otel_delta.engines.spark import SparkEngine
 from otel_delta.lakehouse import Lakehouse, s3a_conf
+from otel_delta.logstores import S3_LOGSTORE_CLASS
 from otel_delta.signals import SIGNALS_BY_NAME
-from otel_delta.spark.session import S3_LOGSTORE_CLASS
 from tests.s3 import S3Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]

@@ -45,7 +45,7 @@ def test_default_store_loses_acknowledged_commits(tmp_path: Path, slow_rename_ja
 def test_put_if_absent_store_keeps_every_acknowledged_commit(
     tmp_path: Path, slow_rename_jar: Path
 ) -> None:
-    from otel_delta.spark.session import LOGSTORE_CLASS
+    from otel_delta.logstores import LOGSTORE_CLASS
 
     result = run_race(tmp_path, race_conf(slow_rename_jar, PAUSE_MS, store=None))
     assert result.store == LOGSTORE_CLASS

@@ -8,16 +8,9 @@ from deltalake import DeltaTable
 from otel_delta.config import load_settings
 from otel_delta.errors import ConfigError, SparkSetupError
 from otel_delta.lakehouse import Lakehouse
+from otel_delta.logstores import COMMIT_SAFETY_CONF, LOGSTORE_CLASS, S3_LOGSTORE_CLASS
 from otel_delta.signals import SIGNALS_BY_NAME
-from otel_delta.spark.session import (
-    COMMIT_SAFETY_CONF,
-    DELTA_EXTENSION,
-    LOGSTORE_CLASS,
-    LOGSTORE_JAR,
-    S3_LOGSTORE_CLASS,
-    delta_jars,
-    kafka_jars,
-)
+from otel_delta.spark.session import DELTA_EXTENSION, LOGSTORE_JAR, delta_jars, kafka_jars
 from tests import corpus
 from tests.backfill.collector import write_json_lines
 
