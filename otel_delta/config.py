@@ -32,7 +32,7 @@ from pydantic_settings import (
 )
 
 from otel_delta.errors import ConfigError
-from otel_delta.logstores import COMMIT_SAFETY_CONF
+from otel_delta.logstores import COMMIT_SAFETY_CONF, LOGSTORE_CLASS_KEY
 from otel_delta.tables import DEFAULT_PARTITION_BY, partitionable_columns
 from otel_delta.tables.layout import COMPACTION_LEVEL, INGEST_LEVEL
 
@@ -460,6 +460,11 @@ class SparkSettings(Section):
                     f"{key} must be {ours} (otel-delta sets it: another store lets Spark "
                     "replace delta-rs's commits); remove it"
                 )
+        if LOGSTORE_CLASS_KEY in conf:
+            raise ValueError(
+                f"{LOGSTORE_CLASS_KEY} cannot be set (otel-delta sets each scheme's store: "
+                "another store lets Spark replace delta-rs's commits); remove it"
+            )
         return conf
 
 

@@ -20,3 +20,6 @@ COMMIT_SAFETY_CONF = {
     "spark.delta.logStore.s3.impl": S3_LOGSTORE_CLASS,
     "spark.delta.logStore.s3a.impl": S3_LOGSTORE_CLASS,
 }
+# Delta's other way to name a store, for every scheme at once: Delta refuses it beside the
+# keys above (which we always set), at the first Delta access; refused at load instead
+LOGSTORE_CLASS_KEY = "spark.delta.logStore.class"

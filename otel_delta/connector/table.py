@@ -802,8 +802,12 @@ class Table:
         if limit is not None:
             whole_number(limit, "limit", minimum=1)
         entries = []
-        # the times `as_of` goes by (monotonic), as Delta's history shows them
-        for at, commit in reversed(monotonic_times(self._history(limit))):
+        # the times `as_of` goes by (monotonic), as Delta's history shows them: made so over
+        # HISTORY_CONTEXT commits more than shown, so that an earlier commit's later stamp
+        # (another writer's clock) is seen as `as_of`, which reads the whole log, sees it
+        context = None if limit is None else limit + HISTORY_CONTEXT
+        timed = monotonic_times(self._history(context))
+        for at, commit in reversed(timed if limit is None else timed[-limit:]):
             entries.append(
                 HistoryEntry.of_commit(
                     version=int(commit["version"]),
@@ -1024,17 +1028,25 @@ class Table:
         return table_filesystem(self.uri, self.connector.storage_options, create=False)
 
 
+# commits read before the oldest a limited history shows, for its times (`Table.history`)
+HISTORY_CONTEXT = 100
+
+
 def monotonic_times(history: list[dict[str, Any]]) -> list[tuple[float, dict[str, Any]]]:
     """The commits oldest first, each with its time in ms made monotonic as Delta's history
     makes it: at least 1 ms after the one before. Writers' clocks differ (several bridges, a
     Spark job), and a commit stamped before its predecessor would otherwise put the versions
     out of time order: `as_of` would take every version before it, also those stamped after
-    the time asked. A commit without a timestamp counts as 1 ms after the one before."""
+    the time asked. A commit without a timestamp counts as 1 ms after the one before (the
+    epoch, if it is the oldest read)."""
     timed: list[tuple[float, dict[str, Any]]] = []
     previous = float("-inf")
     for entry in sorted((e for e in history if "version" in e), key=lambda e: e["version"]):
         stamped = entry.get("timestamp")
-        previous = previous + 1 if stamped is None else max(float(stamped), previous + 1)
+        if stamped is not None:
+            previous = max(float(stamped), previous + 1)
+        else:  # the oldest commit read without one: the epoch, as nothing says better
+            previous = previous + 1 if previous > float("-inf") else 0.0
         timed.append((previous, entry))
     return timed
 

@@ -14,7 +14,7 @@ import pytest
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 
 from otel_delta.connector import scan
-from otel_delta.connector.table import version_at
+from otel_delta.connector.table import monotonic_times, version_at
 from otel_delta.errors import (
     InvalidPredicateError,
     InvalidQueryError,
@@ -392,11 +392,14 @@ def test_time_travel_by_timestamp_when_a_writer_s_clock_is_behind(spans, monkeyp
 
     names = spans.query().as_of(moment).filter("name LIKE '%moment%'").to_arrow()["name"]
     assert names.to_pylist() == ["before the moment"]
-    # history shows the times as_of goes by: in version order, and each one found by it
-    history = spans.history(limit=3)
-    assert [h.timestamp for h in history] == sorted((h.timestamp for h in history), reverse=True)
-    for entry in history:
-        assert spans.query().as_of(entry.timestamp).explain().version == entry.version
+    # history shows the times as_of goes by: in version order, and each one found by it,
+    # also when the commit stamped later than the clock-behind one is not shown (limit 1)
+    for limit in (3, 1):
+        history = spans.history(limit=limit)
+        times = [h.timestamp for h in history]
+        assert times == sorted(times, reverse=True)
+        for entry in history:
+            assert spans.query().as_of(entry.timestamp).explain().version == entry.version
 
 
 def test_version_at_makes_the_commit_times_monotonic() -> None:
@@ -412,6 +415,9 @@ def test_version_at_makes_the_commit_times_monotonic() -> None:
     assert version_at(history, 2_001) == 3
     assert version_at([], 2_001) is None
     assert version_at([{"version": 0, "timestamp": 5}], 4) is None
+    # a first commit without a commit info: the epoch, not -inf (history's datetime failed)
+    untimed = monotonic_times([{"version": 1, "timestamp": 5}, {"version": 0}])
+    assert [at for at, _ in untimed] == [0.0, 5.0]
 
 
 def test_a_read_through_datafusion_names_a_missing_or_broken_file_as_ours(tmp_path) -> None:

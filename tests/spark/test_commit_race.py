@@ -9,7 +9,7 @@ Delta's default check-then-rename store from microseconds to seconds.
 - With Delta's default store the race must lose acknowledged delta-rs commits: this proves the
   harness detects the bug (and documents it).
 - With the session's own store (spark_session() as shipped, nothing overridden) nothing may be
-  lost: delete the `spark.delta.logStore.file.impl` line in otel_delta/spark/session.py and the
+  lost: delete the `spark.delta.logStore.file.impl` line in otel_delta/logstores.py and the
   second test fails like the first.
 """
 

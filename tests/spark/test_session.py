@@ -95,6 +95,12 @@ def test_spark_conf_cannot_swap_the_log_stores_that_keep_commits_safe(tmp_path: 
     message = str(err.value)
     assert "spark.delta.logStore.s3.impl" in message and S3_LOGSTORE_CLASS in message
     assert "\n" not in message
+    # Delta's one key for every scheme: it fails Spark's first Delta access beside ours
+    with pytest.raises(ConfigError, match=r"spark\.delta\.logStore\.class cannot be set"):
+        lakehouse_of(
+            tmp_path,
+            '[spark.conf]\n"spark.delta.logStore.class" = "io.delta.storage.HDFSLogStore"\n',
+        )
 
     same = lakehouse_of(
         tmp_path, f'[spark.conf]\n"spark.delta.logStore.file.impl" = "{LOGSTORE_CLASS}"\n'
