@@ -468,7 +468,7 @@ class Table:
         was marked committed is raised as it is, with no purge or record: also one between a
         partition's commit and its return (Ctrl-C there), which a hard delete of the same
         condition then purges."""
-        done = _Erasure()
+        done = _Erasure(operation, predicate, before, actor)
         failure: BaseException | None = None
         try:
             yield done
@@ -478,9 +478,7 @@ class Table:
             failure = exc
         note = f" [incomplete: {type(failure).__name__}]" if failure is not None else ""
         try:
-            done.purged = self._purge_and_audit(
-                operation, predicate + note, done.rows, before, actor, done.committed or always
-            )
+            done.purged = self._purge_and_audit(done, note, done.committed or always)
         except Exception as exc:
             if failure is None:
                 raise
@@ -488,57 +486,41 @@ class Table:
         if failure is not None:
             raise failure
 
-    def _purge_and_audit(
-        self,
-        operation: str,
-        predicate: str,
-        rows: int,
-        before: int,
-        actor: str | None,
-        purge: bool,
-    ) -> erasure.Purge:
-        """Purge what no version may return, then record the operation in `_audit`. Without
-        `purge` (a redaction that changed nothing) only the record is written, saying so:
-        nothing removed, the version unchanged. A purge that fails is recorded too (`[purge
-        failed]`), before its error goes on: the rows are out of the current version, but
-        earlier versions still hold them until a purge completes (a hard delete purges even
-        when it matches no row, so running it again finishes the job)."""
-        lakehouse = self.connector.lakehouse
+    def _purge_and_audit(self, done: _Erasure, note: str, purge: bool) -> erasure.Purge:
+        """Purge what no version may return, then record the operation in `_audit`, its
+        predicate followed by `note`. Without `purge` (a redaction that changed nothing) only
+        the record is written, saying so: nothing removed, the version unchanged. A purge that
+        fails is recorded too (`[purge failed]`), before its error goes on: the rows are out
+        of the current version, but earlier versions still hold them until a purge completes
+        (a hard delete purges even when it matches no row, so running it again finishes the
+        job)."""
         purged = None
         try:
             if purge:
                 try:
-                    purged = erasure.purge(lakehouse, self.name)
+                    purged = erasure.purge(self.connector.lakehouse, self.name)
                 except OSError as exc:  # the store refused a deletion, or went away
                     raise StoreUnavailableError(self.name, self.uri, describe(exc)) from None
                 self.connector.forget_writer_handle(self.name)  # its snapshot's log is gone
         except BaseException:
-            self._audit(operation, f"{predicate} [purge failed]", rows, before, actor, None)
+            self._audit(done, f"{note} [purge failed]", None)
             raise
-        return self._audit(operation, predicate, rows, before, actor, purged)
+        return self._audit(done, note, purged)
 
-    def _audit(
-        self,
-        operation: str,
-        predicate: str,
-        rows: int,
-        before: int,
-        actor: str | None,
-        purged: erasure.Purge | None,
-    ) -> erasure.Purge:
+    def _audit(self, done: _Erasure, note: str, purged: erasure.Purge | None) -> erasure.Purge:
         if purged is None:  # nothing removed: the version as it is
             purged = erasure.Purge(files_purged=0, log_entries_removed=0, version=self.version())
         audit.append(
             self.connector.lakehouse,
             audit.AuditRecord(
-                actor=actor or "",
-                operation=operation,
+                actor=done.actor or "",
+                operation=done.operation,
                 table_name=self.name,
-                predicate=predicate,
-                rows_affected=rows,
+                predicate=done.predicate + note,
+                rows_affected=done.rows,
                 files_purged=purged.files_purged,
                 log_entries_removed=purged.log_entries_removed,
-                version_before=before,
+                version_before=done.before,
                 version_after=purged.version,
             ),
         )
@@ -1106,8 +1088,13 @@ def recorded_metrics(commit: dict[str, Any]) -> dict[str, int]:
 
 @dataclass
 class _Erasure:
-    """The progress of a hard delete's or a redaction's rewrite (Table._erasing)."""
+    """A hard delete or a redaction (Table._erasing): what its audit record says, and the
+    progress of its rewrite."""
 
+    operation: str
+    predicate: str  # its literals already hashed
+    before: int  # the table's version before it
+    actor: str | None
     rows: int = 0
     committed: bool = False  # a commit of it is in the table: the purge must follow
     purged: erasure.Purge | None = None
