@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -43,7 +44,6 @@ from otel_delta.tables.schemas import (
     BACKFILL_BATCHES,
     BATCHES_TABLE,
     DEAD_LETTER_TABLE,
-    LEDGER_TABLE,
 )
 
 STARTED = "started"
@@ -114,30 +114,36 @@ def _append(root: str, rows: list[dict], storage: dict[str, str] | None) -> None
 
 
 def any_unfinished(root: str, storage: dict[str, str] | None = None) -> bool:
-    return bool(_unfinished_attempts(root, storage))
+    return bool(_open_attempts(_events(root, ["attempt", "event"], storage)))
 
 
-def _unfinished_attempts(root: str, storage: dict[str, str] | None = None) -> set[str]:
+def _events(
+    root: str, columns: list[str], storage: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The table's rows, these columns of them (none before the first load)."""
     try:
         table = DeltaTable(table_uri(root, BATCHES_TABLE), storage_options=storage or None)
     except TableNotFoundError:
-        return set()
-    events = table.to_pyarrow_table(columns=["attempt", "event"]).to_pylist()
+        return []
+    return table.to_pyarrow_table(columns=columns).to_pylist()
+
+
+def _open_attempts(events: list[dict[str, Any]]) -> set[str]:
+    """The attempts started and not finished."""
     finished = {row["attempt"] for row in events if row["event"] == FINISHED}
     return {row["attempt"] for row in events} - finished
 
 
 def _unfinished(root: str, storage: dict[str, str] | None = None) -> list[_Started]:
     """The loads started and not finished, by batch (a batch loaded twice, stopped twice)."""
-    attempts = _unfinished_attempts(root, storage)
-    if not attempts:
-        return []
-    table = DeltaTable(table_uri(root, BATCHES_TABLE), storage_options=storage or None)
-    rows = table.to_pyarrow_table(
-        filters=[("attempt", "in", sorted(attempts)), ("event", "=", STARTED)]
-    ).to_pylist()
+    events = _events(
+        root, ["batch_id", "attempt", "event", "file_sha256", "file", "format"], storage
+    )
+    attempts = _open_attempts(events)
     started: dict[str, _Started] = {}
-    for row in rows:
+    for row in events:
+        if row["event"] != STARTED or row["attempt"] not in attempts:
+            continue
         load = started.setdefault(row["batch_id"], _Started(row["batch_id"], {}, "auto", []))
         load.files[row["file_sha256"]] = row["file"]
         if row["attempt"] not in load.attempts:
@@ -171,18 +177,20 @@ def _found(sha256: str, path: str, given: dict[str, PlannedFile]) -> PlannedFile
 
 
 def to_finish(
-    lakehouse: Lakehouse, given: list[PlannedFile], say: Callable[[str], None]
+    lakehouse: Lakehouse,
+    given: list[PlannedFile],
+    recorded: set[str],
+    say: Callable[[str], None],
 ) -> tuple[list[Resume], set[str]]:
     """The stopped loads to load again now, and the SHA-256 of the files to hold back from
-    this run (those of a stopped load that cannot be finished yet). Marks the loads that need
-    nothing more finished. The caller holds the backfill lease."""
+    this run (those of a stopped load that cannot be finished yet); `recorded`: the batches
+    the ledger records. Marks the loads that need nothing more finished. The caller holds the
+    backfill lease. A store that fails is said of the table it failed on."""
     root, storage = lakehouse.root, lakehouse.storage
     with store_errors_named(BATCHES_TABLE, lakehouse.uri(BATCHES_TABLE)):
         stopped = _unfinished(root, storage)
     if not stopped:
         return [], set()
-    with store_errors_named(LEDGER_TABLE, lakehouse.uri(LEDGER_TABLE)):
-        recorded = ledger.recorded_batches(root, storage)
     by_hash = {f.sha256: f for f in given}
     resumes: list[Resume] = []
     held_back: set[str] = set()

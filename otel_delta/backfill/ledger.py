@@ -28,6 +28,7 @@ import datetime as dt
 import hashlib
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -59,21 +60,21 @@ def app_id(batch: str) -> str:
     return f"otel-delta-backfill-{batch}"
 
 
-def loaded_hashes(root: str, storage: dict[str, str] | None = None) -> set[str]:
+@dataclass(frozen=True)
+class Recorded:
+    """What the ledger holds: the files loaded (SHA-256) and the batches that loaded them."""
+
+    hashes: set[str]
+    batches: set[str]
+
+
+def recorded(root: str, storage: dict[str, str] | None = None) -> Recorded:
     try:
         table = DeltaTable(table_uri(root, LEDGER_TABLE), storage_options=storage or None)
     except TableNotFoundError:
-        return set()
-    return set(table.to_pyarrow_table(columns=["file_sha256"]).column(0).to_pylist())
-
-
-def recorded_batches(root: str, storage: dict[str, str] | None = None) -> set[str]:
-    """The batches whose files the ledger records."""
-    try:
-        table = DeltaTable(table_uri(root, LEDGER_TABLE), storage_options=storage or None)
-    except TableNotFoundError:
-        return set()
-    return set(table.to_pyarrow_table(columns=["batch_id"]).column(0).to_pylist())
+        return Recorded(set(), set())
+    rows = table.to_pyarrow_table(columns=["file_sha256", "batch_id"])
+    return Recorded(set(rows["file_sha256"].to_pylist()), set(rows["batch_id"].to_pylist()))
 
 
 def committed(uri: str, app: str, storage: dict[str, str] | None = None) -> bool:

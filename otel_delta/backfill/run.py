@@ -87,7 +87,7 @@ def backfill(
     engines = Engines(lakehouse, operations.engine, operations.bulk_threshold_rows, session_factory)
     chosen = engines.pick_bulk_load(engine)
     try:
-        loaded_before = ledger.loaded_hashes(lakehouse.root, lakehouse.storage)
+        loaded_before = ledger.recorded(lakehouse.root, lakehouse.storage).hashes
     except OSError as exc:  # delta-rs: the store down, refusing the keys, no such bucket
         raise lakehouse.unusable(exc) from None
     # hashed before taking turns (runs at once read their files at once); a re-run with
@@ -118,13 +118,13 @@ def backfill(
         # recorded while this one waited are skipped (two runs at once over a+b and b+c have
         # different batches, so the txn ids cannot stop both from committing b)
         with store_errors_named(ledger.LEDGER_TABLE, lakehouse.uri(ledger.LEDGER_TABLE)):
-            loaded_now = ledger.loaded_hashes(lakehouse.root, lakehouse.storage)
-        files, recorded_since = not_loaded(files, loaded_now)
+            recorded = ledger.recorded(lakehouse.root, lakehouse.storage)
+        files, recorded_since = not_loaded(files, recorded.hashes)
         report = BackfillReport(chosen.name, 0, skipped + recorded_since)
         # a load a crash stopped after some of its table commits is finished first, as the
         # same batch, or its files are held back: in this run's batch they would be stored
         # twice (batches.py)
-        resumes, held_back = batches.to_finish(lakehouse, files, say)  # errors by table
+        resumes, held_back = batches.to_finish(lakehouse, files, recorded.batches, say)
         for resume in resumes:
             say(
                 f"otel-delta: finishing an earlier backfill of {len(resume.files)} file(s) that "
