@@ -227,7 +227,7 @@ class WriteAheadLog:
                 "commits); retry later",
                 self.retry_after,
             )
-        self._still_refusing(used)
+        self._forget_refusal(used)
 
     def _idle(self) -> bool:
         """Whether no record awaits a commit, none is queued and none is being written: what
@@ -244,13 +244,12 @@ class WriteAheadLog:
         except OSError as exc:  # said as a failed write; the request is refused as full
             self._log_failure(exc)
 
-    def _still_refusing(self, used: int) -> bool:
-        """Whether the request last refused for want of room would be refused now; once it
-        would fit, or the log is idle (everything committed: it fits, `check_capacity`), the
-        refusal is forgotten, so /readyz does not keep a drained log out of rotation."""
+    def _forget_refusal(self, used: int) -> None:
+        """Forget the request last refused for want of room once it would fit, or once the
+        log is idle (everything committed: it fits, `check_capacity`), so /readyz does not
+        keep a drained log out of rotation."""
         if self._refused_bytes and (used + self._refused_bytes <= self.max_bytes or self._idle()):
             self._refused_bytes = 0
-        return used + max(self._refused_bytes, 1) > self.max_bytes and not self._idle()
 
     def refusing(self) -> str:
         """Why the log would refuse the next request now ("" if it would not), for /readyz: it
@@ -265,7 +264,8 @@ class WriteAheadLog:
             if ago < WRITE_FAILURE_HOLD_SECONDS:
                 return f"a write failed {ago:.0f} s ago: {error}"
         used = self._used_bytes
-        if self._still_refusing(used):
+        self._forget_refusal(used)
+        if used + max(self._refused_bytes, 1) > self.max_bytes and not self._idle():
             return f"full: {used} of {self.max_bytes} bytes await their Delta commits"
         return ""
 
