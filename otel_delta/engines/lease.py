@@ -52,7 +52,15 @@ from otel_delta.lakehouse import commit_info
 log = logging.getLogger(__name__)
 
 LEASE_APP_ID = "otel-delta.maintenance-lease"
-LEASE_OPERATION = "maintenance lease"  # a lease commit's operation: f"{kind} lease"
+MAINTENANCE = "maintenance"  # the default lease's kind
+
+
+def lease_operation(kind: str) -> str:
+    """The operation a lease commit of this kind records in its commit info."""
+    return f"{kind} lease"
+
+
+LEASE_OPERATION = lease_operation(MAINTENANCE)
 
 
 def now_ms() -> int:
@@ -68,7 +76,7 @@ class Leases:
     `LEASES`; tests make more to stand for other processes). `app_id` and `kind` make another
     kind of lease, kept apart from the maintenance lease in the same log (the backfill's)."""
 
-    def __init__(self, app_id: str = LEASE_APP_ID, kind: str = "maintenance") -> None:
+    def __init__(self, app_id: str = LEASE_APP_ID, kind: str = MAINTENANCE) -> None:
         self.app_id = app_id
         self.kind = kind  # in the lease commits' operation and the log lines
         self._held: dict[str, int] = {}  # table URI -> the version (end, ms) we committed
@@ -217,7 +225,7 @@ class Leases:
             [],
             CommitProperties(
                 app_transactions=[Transaction(self.app_id, ends_ms)],
-                custom_metadata=commit_info(f"{self.kind} lease"),
+                custom_metadata=commit_info(lease_operation(self.kind)),
             ),
             # delta-rs's expired-log cleanup lists the whole log: the maintainer's checkpoint
             # step does it (as for the bridge's appends)
