@@ -14,6 +14,7 @@ import pyarrow as pa
 from otel_delta.connector.results import HistoryEntry
 from otel_delta.errors import ConfigError
 from otel_delta.remote.protocol import generated, read_ipc
+from otel_delta.transports.tls import read_file
 
 
 class ConnectorClient:
@@ -47,26 +48,21 @@ class ConnectorClient:
         if ca_file is None and cert_file is None:
             self.channel = grpc.insecure_channel(endpoint)
         else:
-            ca = self._read(ca_file, "ca_file")
-            cert = self._read(cert_file, "cert_file")
-            key = self._read(key_file, "key_file")
+            # read now: gRPC would only fail each call's handshake on a path it cannot open
+            ca, cert, key = (
+                None if path is None else read_file(path, name, self.SECTION)
+                for path, name in (
+                    (ca_file, "ca_file"),
+                    (cert_file, "cert_file"),
+                    (key_file, "key_file"),
+                )
+            )
             credentials = grpc.ssl_channel_credentials(
                 root_certificates=ca, private_key=key, certificate_chain=cert
             )
             self.channel = grpc.secure_channel(endpoint, credentials)
         self.stub = pb_grpc.ConnectorServiceStub(self.channel)
         self.metadata = [("authorization", f"Bearer {token}")] if token is not None else []
-
-    @classmethod
-    def _read(cls, path: str | Path | None, key: str) -> bytes | None:
-        """The file's bytes (None when not given): read now, so that gRPC, which would only
-        fail each call's handshake, never gets a path it cannot open."""
-        if path is None:
-            return None
-        try:
-            return Path(path).read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"{cls.SECTION}.{key}: {exc.strerror}: {path}") from None
 
     def call(self, rpc: str, request: Any, timeout: float = 60) -> Any:
         return getattr(self.stub, rpc)(request, metadata=self.metadata, timeout=timeout)

@@ -35,7 +35,8 @@ FILES = ("cert_file", "key_file", "client_ca_file")
 START_READS = 3
 
 
-def _read(path: str, key: str, section: str) -> bytes:
+def read_file(path: str | Path, key: str, section: str) -> bytes:
+    """A TLS file's bytes, or one ConfigError naming its setting (`section.key`) and why."""
     try:
         return Path(path).read_bytes()
     except OSError as exc:
@@ -208,7 +209,7 @@ def ssl_context(tls: TlsSettings, section: str = RECEIVER) -> ssl.SSLContext:
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_ciphers(TLS12_CIPHERS)
     for key in ("cert_file", "key_file"):
-        _read(getattr(tls, key), key, section)
+        read_file(getattr(tls, key), key, section)
     try:
         context.load_cert_chain(tls.cert_file, tls.key_file)
     except ssl.SSLError as exc:
@@ -217,7 +218,7 @@ def ssl_context(tls: TlsSettings, section: str = RECEIVER) -> ssl.SSLContext:
             f"{tls.key_file}: {exc.reason or exc}"
         ) from None
     if tls.client_ca_file:
-        _read(tls.client_ca_file, "client_ca_file", section)
+        read_file(tls.client_ca_file, "client_ca_file", section)
         try:
             context.load_verify_locations(tls.client_ca_file)
         except ssl.SSLError as exc:
