@@ -25,10 +25,10 @@ from otel_delta.connector.scan import (
     RowGroupPlan,
     deletion_vectors_applied,
     files_dataset,
-    has_deletion_vectors,
     plan_row_groups,
     read_batches,
 )
+from otel_delta.engines.data_files import has_deletion_vectors
 from otel_delta.errors import InvalidQueryError, MissingDependencyError, VersionNotFoundError
 from otel_delta.tables.versions import retired_note
 

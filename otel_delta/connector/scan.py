@@ -101,14 +101,6 @@ def files_dataset(delta: DeltaTable, files: list[FileStats]) -> ds.FileSystemDat
     return ds.FileSystemDataset(fragments, schema, empty.format, filesystem=filesystem)
 
 
-def has_deletion_vectors(delta: DeltaTable) -> bool:
-    """Does the table ask its readers to apply deletion vectors? A Spark user's DELETE writes
-    them once they turned them on (`delta.enableDeletionVectors`); delta-rs 1.6.6 applies them
-    in DataFusion only, and its pyarrow dataset refuses such a table (reading the files as they
-    are would return the deleted rows)."""
-    return "deletionVectors" in (delta.protocol().reader_features or [])
-
-
 def deletion_vectors_applied(
     delta: DeltaTable,
     columns: list[str],
@@ -143,7 +135,8 @@ def deletion_vectors_applied(
 
 def pyarrow_dataset(delta: DeltaTable, **options: Any) -> ds.Dataset:
     """delta-rs's pyarrow dataset of the table, or TableUnreadableError when the table asks
-    readers for a feature that dataset cannot apply (`has_deletion_vectors`: the queries read
+    readers for a feature that dataset cannot apply (`has_deletion_vectors`, a Spark user's
+    DELETE once they turned them on: the queries read
     such a table with `deletion_vectors_applied` instead)."""
     try:
         return delta.to_pyarrow_dataset(**options)

@@ -127,16 +127,20 @@ def stats_columns(delta: DeltaTable) -> set[str] | None:
     return {c.strip() for c in named.split(",")} if named else None
 
 
+def has_deletion_vectors(delta: DeltaTable) -> bool:
+    """Does the table ask its readers to apply deletion vectors? A Spark user's DELETE writes
+    them once they turned them on (`delta.enableDeletionVectors`); delta-rs 1.6.6 applies them
+    in DataFusion only, and its pyarrow dataset refuses such a table (reading the files as they
+    are would return the deleted rows)."""
+    return "deletionVectors" in (delta.protocol().reader_features or [])
+
+
 def plain_parquet(delta: DeltaTable) -> bool:
     """Are the table's files its rows as plain Parquet (no deletion vectors, no column
     mapping)?"""
     features = delta.protocol().reader_features or []
     mapping = delta.metadata().configuration.get("delta.columnMapping.mode") or "none"
-    return (
-        "deletionVectors" not in features
-        and "columnMapping" not in features
-        and (mapping == "none")
-    )
+    return not has_deletion_vectors(delta) and "columnMapping" not in features and mapping == "none"
 
 
 def not_appendable(delta: DeltaTable) -> str | None:
