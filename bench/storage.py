@@ -22,8 +22,11 @@ stack traces, links, correlated logs, metrics. For each signal this prints bytes
 and, for spans and logs, where the bytes go: compressed bytes per item of each top-level
 column in the compacted files; and what the schema changes issue #14 names would save there
 (`what_if`): the compacted files rewritten with the same rows, row groups and encodings, but
-the hex ids as fixed-size binary, and then also without the TIMESTAMP copy of the
-nanosecond time.
+the hex ids as fixed-size binary, then also without the TIMESTAMP copy of the nanosecond time,
+then also with the table's most frequent attribute keys (HOT_ATTRIBUTES of them, counted over
+its rows) moved out of the map into typed columns of their own, as Tempo's dedicated columns
+do. `--partition-by date` measures the tables partitioned by date alone, where a trace's spans
+(and its log records) share a file instead of spreading over one partition per service.
 
     .venv/bin/python -m bench.storage --traces 4000
 """
@@ -35,7 +38,7 @@ import gzip
 import shutil
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pyarrow as pa
@@ -54,7 +57,7 @@ from otel_delta.convert.native import native_converter
 from otel_delta.engines.data_files import stats_columns
 from otel_delta.maintenance import closed_days, compaction
 from otel_delta.maintenance.tasks import TablePolicy
-from otel_delta.tables import TABLES
+from otel_delta.tables import DEFAULT_PARTITION_BY, TABLES
 from otel_delta.tables.layout import COMPACTION_LEVEL, INGEST_LEVEL, parquet_options
 from otel_delta.tables.packed import unpack
 
@@ -74,6 +77,10 @@ BINARY_IDS = {
     "logs": {"trace_id": 16, "span_id": 8},
 }
 TIMESTAMP_COPIES = {"spans": "start_time", "logs": "time"}
+# the most frequent attribute keys a what-if moves into typed columns (the corpus's spans: the
+# HTTP, database and server keys of semantic conventions; its logs: the code location keys)
+HOT_ATTRIBUTES = 12
+TYPED = {"int": pa.int64(), "double": pa.float64(), "bool": pa.bool_()}
 EVERYTHING = 2**62  # a cutoff every file is older than
 # the baseline of our layout: delta-rs's defaults with the bridge's default codec
 DEFAULTS = WriterProperties(compression="ZSTD", compression_level=INGEST_LEVEL)
@@ -147,21 +154,62 @@ def binary_ids(rows: pa.Table, sizes: dict[str, int]) -> pa.Table:
     return rows
 
 
+def hot_keys(files: list[pa.Table], count: int) -> list[str]:
+    """The `count` attribute keys found on most rows of `files`."""
+    seen: Counter[str] = Counter()
+    for rows in files:
+        for entries in rows.column("attributes").to_pylist():
+            seen.update(key for key, _ in entries or ())
+    return [key for key, _ in seen.most_common(count)]
+
+
+def typed_value(text: str | None, kind: str | None) -> object:
+    """An attribute's text as the value of its typed column (`attribute_types` says the type)."""
+    if text is None or kind not in TYPED:
+        return text
+    return {"int": int, "double": float, "bool": lambda t: t == "true"}[kind](text)
+
+
+def hot_columns(rows: pa.Table, keys: list[str]) -> pa.Table:
+    """`rows` with each of `keys` moved out of `attributes`/`attribute_types` into a column of
+    its own (`attr.<key>`), typed as the key's values are (text when they mix types)."""
+    maps = [dict(entries or ()) for entries in rows.column("attributes").to_pylist()]
+    types = [dict(entries or ()) for entries in rows.column("attribute_types").to_pylist()]
+    for key in keys:
+        pairs = [
+            (values.pop(key, None), kinds.pop(key, None))
+            for values, kinds in zip(maps, types, strict=True)
+        ]
+        found = {kind for text, kind in pairs if text is not None}
+        kind = found.pop() if len(found) == 1 else None
+        values = [typed_value(text, kind) for text, _ in pairs]
+        rows = rows.append_column(f"attr.{key}", pa.array(values, TYPED.get(kind, pa.string())))
+    for column, values in (("attributes", maps), ("attribute_types", types)):
+        at = rows.schema.get_field_index(column)
+        field = rows.schema.field(at)
+        rows = rows.set_column(at, field, pa.array([list(v.items()) for v in values], field.type))
+    return rows
+
+
 def what_if(lake: Path, name: str, level: int) -> dict[str, int]:
     """Bytes of the table's live (compacted) files rewritten as compaction writes them, each as
-    it is (the control), with binary ids, and with binary ids and no TIMESTAMP copy."""
+    it is (the control), with binary ids, with binary ids and no TIMESTAMP copy, and with those
+    and the table's hot attributes as typed columns."""
     delta = DeltaTable(str(lake / name))
     layout = TABLES[name].layout
     row_group_rows = compaction.RewriteOptions().row_group_rows
     with_stats = stats_columns(delta)
     sizes: dict[str, int] = {}
-    for file in compaction.candidates(delta):
-        as_is = pq.read_table(lake / name / file.path)
+    files = [pq.read_table(lake / name / file.path) for file in compaction.candidates(delta)]
+    hot = hot_keys(files, HOT_ATTRIBUTES)
+    for as_is in files:
         binary = binary_ids(as_is, BINARY_IDS[name])
+        no_timestamp = binary.drop_columns([TIMESTAMP_COPIES[name]])
         variants = {
             "as_is": as_is,
             "binary_ids": binary,
-            "binary_ids_no_timestamp": binary.drop_columns([TIMESTAMP_COPIES[name]]),
+            "binary_ids_no_timestamp": no_timestamp,
+            "binary_ids_no_timestamp_hot_attributes": hot_columns(no_timestamp, hot),
         }
         for variant, rows in variants.items():
             options = parquet_options(
@@ -173,11 +221,11 @@ def what_if(lake: Path, name: str, level: int) -> dict[str, int]:
     return sizes
 
 
-def measure(corpus: Corpus, level: int) -> dict:
+def measure(corpus: Corpus, level: int, partition_by: list[str]) -> dict:
     figures: dict = {"signals": {}, "columns": {}, "what_if": {}}
     with workdir() as path:
         lake = path / "lake"
-        connector = DeltaLakeConnector(DeltaConfig.for_path(lake))
+        connector = DeltaLakeConnector(DeltaConfig.for_path(lake, partition_by=partition_by))
         for signal in SIGNALS:
             requests = requests_of(corpus, signal)
             items = items_of(corpus, signal)
@@ -191,7 +239,7 @@ def measure(corpus: Corpus, level: int) -> dict:
                         path / "defaults" / name,
                         unpack(rows),
                         mode="append",
-                        partition_by=["service_name", "date"],
+                        partition_by=partition_by,
                         writer_properties=DEFAULTS,
                     )
             row["ingest_seconds"] = round(time.monotonic() - started, 2)
@@ -214,7 +262,9 @@ def measure(corpus: Corpus, level: int) -> dict:
                 figures["columns"][name] = column_bytes(lake, name)
                 if name in BINARY_IDS:
                     figures["what_if"][name] = what_if(lake, name, level)
-            closed = DeltaLakeConnector(DeltaConfig.for_path(path / "closed"))
+            closed = DeltaLakeConnector(
+                DeltaConfig.for_path(path / "closed", partition_by=partition_by)
+            )
             for name in TABLES_OF[signal]:
                 if (path / "closed" / name / "_delta_log").exists():
                     # once the day is over: sorted across the partition, then bin-packed
@@ -259,7 +309,7 @@ def report(figures: dict) -> list[str]:
                 f"{name} {what[name][variant] / figures['signals'][signal]['items']:.1f} B"
                 for name, signal in (("spans", "traces"), ("logs", "logs"))
             )
-            lines.append(f"  {variant:24} {per}: OTLP+gzip / ours = {gzip_total / ours:.2f}x")
+            lines.append(f"  {variant:38} {per}: OTLP+gzip / ours = {gzip_total / ours:.2f}x")
     for name, sizes in figures["columns"].items():
         items = figures["signals"]["traces" if name == "spans" else "logs"]["items"]
         if name.startswith("metrics_"):
@@ -276,6 +326,11 @@ def main() -> int:
     parser.add_argument("--traces", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--level", type=int, default=COMPACTION_LEVEL, help="compaction zstd level")
+    parser.add_argument(
+        "--partition-by",
+        default=",".join(DEFAULT_PARTITION_BY),
+        help="the tables' partition columns, comma-separated (deltalake.partition_by)",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     corpus = build_corpus(args.traces, seed=args.seed)
@@ -284,7 +339,7 @@ def main() -> int:
         f"{corpus.metric_points:,} metric points in {time.monotonic() - started:.1f} s",
         file=sys.stderr,
     )
-    figures = measure(corpus, args.level)
+    figures = measure(corpus, args.level, args.partition_by.split(","))
     for line in report(figures):
         print(line)
     return finish(RESULTS_FILE, vars(args), [], **figures)
