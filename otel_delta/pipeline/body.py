@@ -45,6 +45,7 @@ ZSTD_MIN_SLICE = 64
 SNAPPY_FRAMED = b"\xff\x06\x00\x00sNaPpY"
 # smaller bodies are decompressed on the event loop: a thread hop would cost more
 INLINE_BYTES = 64 * 1024
+ZLIB_FDICT = 0x20  # the flag of a zlib header's second byte: a preset dictionary is needed
 
 
 def _too_large(limit: int) -> RequestTooLargeError:
@@ -68,9 +69,20 @@ def _inflate(body: bytes, wbits: int, limit: int) -> bytes:
         body,
         limit,
         lambda: zlib_ng._ZlibDecompressor(wbits),
-        lambda data: _expected(data, wbits),
+        lambda data: _expected(_without_preset_dictionary(data, wbits), wbits),
         lambda rest: rest.lstrip(b"\0"),  # gzip members may follow, padded
     )
+
+
+def _without_preset_dictionary(data: bytes, wbits: int) -> bytes:
+    """`data`, unless it is a zlib stream asking for a preset dictionary, which OTLP never
+    uses and which zlib-ng's decompressor object answers with a SystemError (zlib_ng 1.1:
+    "returned NULL without setting an exception") instead of an error of its own."""
+    if wbits <= zlib_ng.MAX_WBITS and len(data) >= 2 and data[1] & ZLIB_FDICT:
+        raise InvalidRequestError(
+            "cannot decompress the deflate body: it asks for a preset dictionary"
+        )
+    return data
 
 
 class _Decoder(Protocol):

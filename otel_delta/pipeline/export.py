@@ -115,6 +115,9 @@ class ExportPipeline:
             raise  # e.g. the bridge stopped while the body was arriving: retry elsewhere
         except OtelDeltaError as exc:
             return Rejected(exc, str(exc))
+        except Exception as exc:  # a bug of ours or a library's: this request fails alone
+            log.exception("failed to receive a %s request", signal.name)
+            return Rejected(exc, f"failed to receive {signal.name}")
         clock.done("receive")
         raw = request.protobuf
         self.sizes.observe(signal.code, len(raw))

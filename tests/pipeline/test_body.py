@@ -150,6 +150,20 @@ def test_truncated_and_foreign_bodies() -> None:
         decompress(b"", "br", 100)
 
 
+@pytest.mark.parametrize("encoding", ["deflate", "zlib"])
+def test_a_zlib_stream_asking_for_a_preset_dictionary_is_refused(encoding: str) -> None:
+    """zlib-ng's decompressor raised SystemError for these (a 500 and a traceback per
+    request); OTLP never uses a preset dictionary. Random bytes with the header's flag set
+    are refused the same way, and so is such a stream after a good one."""
+    packer = zlib.compressobj(zdict=b"service.name")
+    asking = packer.compress(BODY) + packer.flush()
+    rng = random.Random(5)
+    noise = [bytes([0x78, 0xBB]) + rng.randbytes(40) for _ in range(20)]
+    for body in (asking, *noise, zlib.compress(BODY) + asking):
+        with pytest.raises(InvalidRequestError, match="preset dictionary"):
+            decompress(body, encoding, 10 * len(BODY))
+
+
 @pytest.mark.parametrize("encoding", [*ENCODINGS, "identity", ""])
 @pytest.mark.parametrize("noise", [0, INLINE_BYTES * 2])  # on the loop, on a worker thread
 def test_a_received_body_keeps_what_came_and_inflates_again_as_logged(

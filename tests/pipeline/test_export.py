@@ -219,6 +219,29 @@ def test_a_body_is_read_only_once_its_expected_size_fits(tmp_path: Path) -> None
     assert reserved == 0
 
 
+def test_a_body_that_fails_unexpectedly_is_an_internal_error_of_its_own(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An error no one expected while a body is received (a library's bug: zlib-ng raised
+    SystemError for a deflate stream asking for a preset dictionary) answers that request
+    INTERNAL, with its traceback in the log, and the next request is served."""
+
+    async def scenario(pipeline, buffer):
+        async def broken(_: Reservation) -> Body:
+            raise SystemError("returned NULL without setting an exception")
+
+        failed = await pipeline.export(TRACES, broken)
+        served = await pipeline.export(TRACES, Body(one_span_request(1).SerializeToString()))
+        return failed, served, buffer.reserved_bytes
+
+    failed, served, reserved = run(tmp_path, scenario)
+    assert isinstance(failed, Rejected) and isinstance(failed.error, SystemError)
+    assert failed.message == "failed to receive traces"
+    assert status_for(failed.error).http == 500
+    assert "failed to receive a traces request" in caplog.text
+    assert isinstance(served, Accepted) and reserved == 0
+
+
 def not_utf8_request() -> bytes:
     """One span whose name is Latin-1 ("café" as b"caf\\xe9"): converted from a copy with the
     string repaired (convert/utf8.py), 2 bytes longer (U+FFFD for the invalid byte)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import zlib
 
 import grpc
 import pytest
@@ -60,6 +61,20 @@ def test_garbage_bytes_are_invalid_argument_and_server_lives_on(bridge, lakehous
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "ExportTraceServiceRequest" in err.value.details()
     traces, _, _ = bridge.stubs(channel)
+    traces.Export(trace_request(span("after")))
+    assert read_table(lakehouse, "spans")["name"].to_pylist() == ["after"]
+
+
+def test_a_message_asking_for_a_preset_dictionary_is_invalid_argument(bridge, lakehouse) -> None:
+    """A message that looks like a zlib stream asking for a preset dictionary: zlib-ng raised
+    SystemError for it, answered UNKNOWN with a traceback in the log."""
+    packer = zlib.compressobj(zdict=b"service.name")
+    message = packer.compress(trace_request(span("s")).SerializeToString()) + packer.flush()
+    raw = bridge.channel().unary_unary(TRACE_EXPORT)
+    with pytest.raises(grpc.RpcError) as err:
+        raw(message)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    traces, _, _ = bridge.stubs(bridge.channel())
     traces.Export(trace_request(span("after")))
     assert read_table(lakehouse, "spans")["name"].to_pylist() == ["after"]
 
