@@ -4,6 +4,7 @@ HOST:PORT, with one clear line when it cannot."""
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import ssl
 from typing import Any
@@ -60,17 +61,21 @@ class _ServerLog(logging.LoggerAdapter):
     parse (bad framing, a header too long: the client's fault, answered 400 by aiohttp) is one
     WARNING line naming the client and the fault: aiohttp logs each as an ERROR with a
     traceback and the request's bytes, so any client could fill the log with tracebacks of
-    nothing wrong here. Everything else (an exception in our handlers) keeps its ERROR and
-    traceback."""
+    nothing wrong here. The line leaves out the excerpt of the request's bytes aiohttp's
+    message quotes: of a header too long, that is the start of its value, a bearer token's
+    included. Everything else (an exception in our handlers) keeps its ERROR and traceback."""
 
     def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
         fault = kwargs.get("exc_info")
         if isinstance(fault, HttpProcessingError):
-            self.logger.warning(
-                "%s: %d %s", str(msg) % args, fault.code, first_line(fault.message or fault)
-            )
+            text = _REQUEST_BYTES.sub("", first_line(fault.message or fault))
+            self.logger.warning("%s: %d %s", str(msg) % args, fault.code, text)
             return
         super().log(level, msg, *args, **kwargs)
+
+
+# aiohttp's quote of the request's bytes in a parser's message: ": b'…'" to the end
+_REQUEST_BYTES = re.compile(r":\s*b(['\"]).*$")
 
 
 SERVER_LOG = _ServerLog(logging.getLogger("aiohttp.server"))

@@ -246,6 +246,14 @@ JSON_SPAN = (
     b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": '
     b'"5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "s", %s}]}]}]}'
 )
+
+
+def _asking_for_a_dictionary(body: bytes) -> bytes:
+    packer = zlib.compressobj(zdict=b"service.name")
+    return packer.compress(body) + packer.flush()
+
+
+PRESET_DICTIONARY = _asking_for_a_dictionary(corpus.trace_request().SerializeToString())
 BAD_REQUESTS = [
     # (headers, body, HTTP status, gRPC code in the google.rpc.Status body)
     (PROTOBUF, b"\xff\xff\xff", 400, 3),
@@ -263,6 +271,9 @@ BAD_REQUESTS = [
         400,
         3,
     ),
+    # a zlib stream asking for a preset dictionary: zlib-ng raised SystemError (500)
+    ({**PROTOBUF, "Content-Encoding": "deflate"}, PRESET_DICTIONARY, 400, 3),
+    ({**JSON, "Content-Encoding": "deflate"}, PRESET_DICTIONARY, 400, 3),
     ({**PROTOBUF, "Content-Encoding": "br"}, b"", 415, 3),
     ({"Content-Type": "text/plain"}, b"hello", 415, 3),
 ]
@@ -282,6 +293,8 @@ MALFORMED = [
     b"Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
     b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
     b"X-Big: " + b"a" * 100_000 + b"\r\nContent-Length: 0\r\n\r\n",
+    # a token too long: its start was quoted in the log line
+    b"Authorization: Bearer s3cr3t" + b"a" * 9000 + b"\r\nContent-Length: 0\r\n\r\n",
 ]
 
 
@@ -306,6 +319,7 @@ def test_malformed_http_is_400_and_one_log_line_not_a_traceback(bridge, caplog) 
     assert all(r.levelno == logging.WARNING and not r.exc_info for r in records)
     assert "Invalid character in chunk size" in records[0].getMessage()
     assert all("\n" not in r.getMessage() for r in records)
+    assert not any("s3cr3t" in r.getMessage() or "aaaa" in r.getMessage() for r in records)
     body = corpus.trace_request().SerializeToString()
     assert requests.post(url(bridge), data=body, headers=PROTOBUF, timeout=30).status_code == 200
 
