@@ -164,7 +164,7 @@ class ReceiverSettings(Section):
     # requests received and converted at once (both transports); the rest wait unread
     max_concurrent_requests: int = Field(16, ge=1, le=10_000)
     # OTLP/HTTP: how long a request's body may take to arrive once the request has its slot;
-    # a slower (or stalled) client gets 408 and the slot goes to the requests waiting
+    # a slower (or stalled) client gets 504 (retryable) and the slot goes to the requests waiting
     http_body_timeout_seconds: float = Field(30.0, gt=0, le=HOUR)
     # OTLP/gRPC: the same for an Export's request message; a client that opened the call and
     # sends nothing (no deadline) gets DEADLINE_EXCEEDED and the slot goes to the requests waiting

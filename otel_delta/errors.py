@@ -59,7 +59,8 @@ class UnsupportedMediaTypeError(InvalidRequestError):
 class RequestTimeoutError(InvalidRequestError):
     """An OTLP/HTTP request's body, or an OTLP/gRPC Export's message, did not arrive within
     `receiver.http_body_timeout_seconds` / `grpc_message_timeout_seconds` of its turn
-    (DEADLINE_EXCEEDED / 408): its slot goes to the requests waiting."""
+    (DEADLINE_EXCEEDED / 504, both retryable under OTLP): its slot goes to the requests
+    waiting."""
 
 
 class ClientDisconnectedError(InvalidRequestError):

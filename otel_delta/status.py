@@ -58,7 +58,9 @@ STATUS_OF: tuple[tuple[type[OtelDeltaError], Status], ...] = (
     # the OTLP receiver
     (UnsupportedMediaTypeError, Status(grpc.StatusCode.INVALID_ARGUMENT, 415)),
     (UnauthenticatedError, Status(grpc.StatusCode.UNAUTHENTICATED, 401)),
-    (RequestTimeoutError, Status(grpc.StatusCode.DEADLINE_EXCEEDED, 408)),
+    # 504, google.rpc's HTTP code of DEADLINE_EXCEEDED, which OTLP/HTTP clients retry as gRPC
+    # clients retry the code (408 is final under OTLP/HTTP: the Collector dropped the batch)
+    (RequestTimeoutError, Status(grpc.StatusCode.DEADLINE_EXCEEDED, 504)),
     (ClientDisconnectedError, Status(grpc.StatusCode.CANCELLED, 499)),
     (InvalidRequestError, Status(grpc.StatusCode.INVALID_ARGUMENT, 400)),
     (RowsRejectedError, Status(grpc.StatusCode.INVALID_ARGUMENT, 400)),
