@@ -34,7 +34,7 @@ from pydantic_settings import (
 from otel_delta.errors import ConfigError
 from otel_delta.logstores import COMMIT_SAFETY_CONF, LOGSTORE_CLASS_KEY
 from otel_delta.tables import DEFAULT_PARTITION_BY, partitionable_columns
-from otel_delta.tables.layout import COMPACTION_LEVEL, INGEST_LEVEL
+from otel_delta.tables.layout import CODEC_LEVELS, COMPACTION_LEVEL, INGEST_LEVEL
 
 DEFAULT_CONFIG_FILE = "deltalake.toml"
 KIB = 1024
@@ -308,7 +308,8 @@ class TableSettings(Section):
     # maintenance rewrites today's ingested files, sorted by the table's cluster key, once they
     # are this old (0 = today's partition is left to the compaction after the day closes)
     open_partition_compaction_age_seconds: float = Field(900.0, ge=0, le=30 * DAY)
-    # zstd (or gzip/brotli) level of the files that compaction of today's partition writes
+    # zstd (or gzip/brotli) level of the files that compaction writes (today's partition and
+    # closed days), in the codec of `compression`; unset, COMPACTION_LEVEL or the codec's highest
     compaction_compression_level: int = Field(COMPACTION_LEVEL, ge=1, le=22)
     # Delta's change data feed (delta.enableChangeDataFeed) on every telemetry table: inserts,
     # updates and deletes readable by version range (Table.changes, Spark readChangeFeed)
@@ -321,6 +322,34 @@ class TableSettings(Section):
     log_retention_hours: float | None = Field(None, ge=1, le=100 * 365 * 24)
     parallelism: int = Field(4, gt=0, le=10_000)  # compatibility only (COMPATIBILITY_KEYS)
     batch_size: int = Field(10_000, gt=0, le=100_000_000)  # compatibility only
+
+    @model_validator(mode="before")
+    @classmethod
+    def _compaction_level_of_the_codec(cls, data: Any) -> Any:
+        """Unset, compaction's level is COMPACTION_LEVEL within the codec's range: with
+        `compression = "GZIP"` the level 15 was out of gzip's, and every compaction failed
+        ("zlib deflateInit failed") while the small files piled up."""
+        if not isinstance(data, dict) or "compaction_compression_level" in data:
+            return data
+        codec = str(data.get("compression", "ZSTD")).lower()
+        if codec in CODEC_LEVELS and CODEC_LEVELS[codec][1] < COMPACTION_LEVEL:
+            return {**data, "compaction_compression_level": CODEC_LEVELS[codec][1]}
+        return data
+
+    @model_validator(mode="after")
+    def _levels_in_the_codec_s_range(self) -> TableSettings:
+        """Each level within what the codec takes: out of range, the first write failed with
+        a traceback."""
+        low, high = CODEC_LEVELS.get(self.compression.lower(), (None, None))
+        if low is None:
+            return self
+        for key in ("compression_level", "compaction_compression_level"):
+            level = getattr(self, key)
+            if not low <= level <= high:
+                raise ValueError(
+                    f"{key} = {level} is out of range for {self.compression} ({low}-{high})"
+                )
+        return self
 
 
 class OperationsSettings(Section):
@@ -439,6 +468,10 @@ class PrivacySettings(Section):
         return key.encode()
 
 
+# what a Spark master may begin with besides "yarn" (Spark 4's SparkSubmit)
+SPARK_MASTER_PREFIXES = ("local", "spark://", "k8s://")
+
+
 class SparkSettings(Section):
     """`[spark]`: the SparkSession used for bulk writes, backfill and reading."""
 
@@ -448,6 +481,17 @@ class SparkSettings(Section):
     conf: dict[str, str] = Field(default_factory=dict)  # extra spark.* settings
 
     _as_strings = field_validator("conf", mode="before")(_option_texts)
+
+    @field_validator("master")
+    @classmethod
+    def _a_master_spark_takes(cls, master: str) -> str:
+        """Spark's own rule (SparkSubmit): a typo surfaced as a Java stack trace and
+        JAVA_GATEWAY_EXITED, on the default engine's path."""
+        if master.strip() != "yarn" and not master.strip().startswith(SPARK_MASTER_PREFIXES):
+            raise ValueError(
+                f"{master!r} is no Spark master: use local[N], spark://HOST:PORT, k8s://URL or yarn"
+            )
+        return master.strip()
 
     @field_validator("conf")
     @classmethod

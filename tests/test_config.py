@@ -449,3 +449,55 @@ def test_every_setting_is_in_the_shipped_file_and_the_readme() -> None:
     assert not keys - in_file, f"not in deltalake.toml: {sorted(keys - in_file)}"
     assert not keys - in_readme, f"not in the README's table: {sorted(keys - in_readme)}"
     assert not in_readme - keys, f"in the README's table, no such key: {sorted(in_readme - keys)}"
+
+
+@pytest.mark.parametrize(
+    ("table", "said"),
+    [
+        ('compression = "GZIP"\ncompression_level = 12', "compression_level = 12"),
+        (
+            'compression = "BROTLI"\ncompaction_compression_level = 15',
+            "compaction_compression_level = 15",
+        ),
+        ('compression = "ZSTD"\ncompaction_compression_level = 23', "compaction_compression_level"),
+    ],
+)
+def test_a_level_the_codec_does_not_take_is_one_config_line(
+    tmp_path: Path, table: str, said: str
+) -> None:
+    """pyarrow refused the level at the first write: `serve` died with a traceback, `tables`
+    said "tables failed: ValueError" (exit 1) without naming the key."""
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f"[deltalake]\ntable_path = '{tmp_path / 'lake'}'\n[deltalake.table]\n{table}\n"
+    )
+    for command in ("serve", "tables"):
+        done = subprocess.run(
+            [sys.executable, "-m", "otel_delta.cli", command, "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "deltalake.table" in done.stderr, done.stderr
+        assert said in done.stderr and "Traceback" not in done.stderr
+
+
+def test_compaction_takes_the_codec_s_highest_level_when_15_is_past_it(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    for codec, level in (("GZIP", 9), ("BROTLI", 11), ("ZSTD", 15), ("SNAPPY", 15)):
+        config.write_text(f'[deltalake.table]\ncompression = "{codec}"\n')
+        assert load_settings(config).deltalake.table.compaction_compression_level == level
+
+
+@pytest.mark.parametrize("master", ["bogus://x", "", "locl[2]"])
+def test_a_spark_master_spark_cannot_take_is_one_config_line(tmp_path: Path, master: str) -> None:
+    """Spark refused it at the session's start, as a Java stack trace (JAVA_GATEWAY_EXITED)."""
+    config = tmp_path / "c.toml"
+    config.write_text(f'[spark]\nmaster = "{master}"\n')
+    with pytest.raises(ConfigError, match=r"spark.master.*is no Spark master") as err:
+        load_settings(config)
+    assert "\n" not in str(err.value)
+    for good in ("local[2]", "local", "spark://127.0.0.1:7077", "k8s://https://h:443", "yarn"):
+        config.write_text(f'[spark]\nmaster = "{good}"\n')
+        assert load_settings(config).spark.master == good

@@ -66,7 +66,10 @@ import pyarrow.parquet as pq
 
 from otel_delta.tables.dictionary_types import has_dictionary
 
-LEVELLED_CODECS = ("zstd", "gzip", "brotli")  # pyarrow accepts a level for these only
+# the codecs our files take a level for, with the levels pyarrow's writer accepts (zstd's
+# negative "fast" levels left out); the config refuses any other level at start
+CODEC_LEVELS = {"zstd": (1, 22), "gzip": (1, 9), "brotli": (1, 11)}
+LEVELLED_CODECS = tuple(CODEC_LEVELS)
 # zstd level of the files compaction writes (`compaction_compression_level`): they are written
 # once and kept for months. bench/storage.py, spans + logs after compaction, 3 runs per level
 # (2026-11-25): levels 9 / 15 / 17 took 14.7-15.1 / 21.4-23.8 / 28.9-34.6 µs per item of

@@ -11,6 +11,7 @@ from pathlib import Path
 import grpc
 import pyarrow as pa
 import pyarrow.fs as pa_fs
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -58,6 +59,10 @@ def spans_table(lake: Path, **deltalake):
 def commit_each(table, day: dt.date, ids: range) -> None:
     for i in ids:  # one commit, one small file per row
         table.bulk_insert(spans_rows(day, range(i, i + 1)))
+
+
+def uris(table) -> list[str]:
+    return DeltaTable(table.uri).file_uris()
 
 
 def live_files(uri: str) -> dict[str, int]:
@@ -265,6 +270,38 @@ def test_a_replica_without_the_lease_leaves_the_rewrites_to_its_holder(tmp_path:
     with pytest.raises(LeaseHeldError):  # this process holds it now, across rounds
         holder.hold(table.delta(), 600)
     LEASES.release(table.delta())
+
+
+@pytest.mark.parametrize("codec", ["GZIP", "BROTLI"])
+def test_a_table_in_another_codec_is_compacted_at_a_level_that_codec_takes(
+    tmp_path: Path, codec: str
+) -> None:
+    """With `compression = "GZIP"` compaction kept the default level 15, out of gzip's range:
+    every round failed ("zlib deflateInit failed") and the small files piled up."""
+    table = spans_table(tmp_path, table={"compression": codec})
+    closed, today = utc_today() - dt.timedelta(days=1), utc_today()
+    commit_each(table, closed, range(3))
+    commit_each(table, today, range(3, 6))
+    time.sleep(0.1)
+    settings = Settings(
+        deltalake={
+            "table_path": str(tmp_path),
+            "table": {"compression": codec, "open_partition_compaction_age_seconds": 0.05},
+        }
+    )
+    policy = maintenance_policy(settings)
+    assert policy is not None
+    maintainer = Maintainer(policy)
+    try:
+        assert maintainer.run_round().errors == []
+    finally:
+        maintainer.stop()
+    assert live_files(table.uri) == {str(closed): 1, str(today): 1}
+    codecs = {pq.read_metadata(uri).row_group(0).column(0).compression for uri in uris(table)}
+    assert codecs == {codec}
+    assert sorted(DeltaTable(table.uri).to_pyarrow_table()["span_id"].to_pylist()) == [
+        f"{i:016x}" for i in range(6)
+    ]
 
 
 def test_a_stopped_maintainer_releases_its_leases(tmp_path: Path) -> None:
