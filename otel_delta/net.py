@@ -111,7 +111,10 @@ async def serve_http(
         await site.start()
     except OSError as exc:
         await runner.cleanup()
-        raise ConfigError(f"{key}: cannot listen on {endpoint} ({exc.strerror})") from None
+        # asyncio's strerror is a sentence of its own naming the address again; the bind's
+        # own error (its cause) has the system's words, as the gRPC endpoints' message does
+        cause = exc.__context__ if isinstance(exc.__context__, OSError) else exc
+        raise ConfigError(f"{key}: cannot listen on {endpoint} ({cause.strerror})") from None
     server = site._server
     assert server is not None
     return int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]

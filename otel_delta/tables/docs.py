@@ -85,8 +85,9 @@ properties carry `{SCHEMA_VERSION_PROPERTY} = {SCHEMA_VERSION}`.
   bloom filters skip by.
 - **Enums** are stored by name (`SPAN_KIND_SERVER`); a value newer than our protocol version is
   stored as its number, so nothing is lost.
-- **Resource and scope** fields are repeated on every row (`resource_*`, `scope_*`); Parquet's
-  dictionary encoding makes the repetition nearly free.
+- **Resource and scope** fields are repeated on every row (`resource_*`, `scope_*`); the
+  repetition costs little: zstd takes the repeats in the files as ingested (written without a
+  dictionary there), and compacted files dictionary-encode them.
 
 ## Attributes: a SQL map plus the original types
 
