@@ -604,14 +604,22 @@ def _secret(key: str) -> bool:
     return any(key == secret or key.startswith(secret + ".") for secret in SECRET_KEYS)
 
 
-def _describe(error: dict[str, Any], file: Path) -> str:
+def invalid_settings(exc: ValidationError, file: Path | None = None) -> ConfigError:
+    """One line for settings that do not validate: the first error, naming its key (and, for
+    settings read from `file`, where it could have come from)."""
+    first = _describe(exc.errors()[0], file)
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return ConfigError(f"{first}{more}")
+
+
+def _describe(error: dict[str, Any], file: Path | None) -> str:
     parts = ["schema" if p == "schema_" else str(p) for p in error["loc"]]
     key = ".".join(parts)
     env = "OTEL_DELTA_" + "__".join(parts).upper()
-    where = f"{key} ({file} or ${env})"
+    where = key if file is None else f"{key} ({file} or ${env})"
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
-        return f"{key}: unknown key (in {file} or ${env})"
+        return f"{key}: unknown key" + ("" if file is None else f" (in {file} or ${env})")
     if "input" in error and not isinstance(error["input"], dict | list) and not _secret(key):
         return f"{where}: {message} (got {error['input']!r})"
     return f"{where}: {message}"
@@ -718,9 +726,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file} is not valid TOML: {exc}") from None
     except ValidationError as exc:
-        first = _describe(exc.errors()[0], file)
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ConfigError(f"{first}{more}") from None
+        raise invalid_settings(exc, file) from None
     except SettingsError as exc:
         named = _not_json_variable()
         raise ConfigError(f"{named or exc}".splitlines()[0]) from None

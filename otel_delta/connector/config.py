@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from otel_delta.config import Settings, load_settings
+from pydantic import ValidationError
+
+from otel_delta.config import Settings, invalid_settings, load_settings
 
 
 class DeltaConfig(Settings):
@@ -23,5 +25,9 @@ class DeltaConfig(Settings):
 
     @classmethod
     def for_path(cls, table_path: str | Path, **deltalake: Any) -> DeltaConfig:
-        """Defaults with the lakehouse at `table_path` (plus any `[deltalake]` overrides)."""
-        return cls(deltalake={"table_path": str(table_path), **deltalake})
+        """Defaults with the lakehouse at `table_path` (plus any `[deltalake]` overrides);
+        ConfigError with one line if invalid, as from a file."""
+        try:
+            return cls(deltalake={"table_path": str(table_path), **deltalake})
+        except ValidationError as exc:
+            raise invalid_settings(exc) from None

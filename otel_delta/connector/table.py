@@ -716,6 +716,11 @@ class Table:
         its creation answered only "has no version 0..None"."""
         delta = self.delta()
         if delta.metadata().configuration.get(CHANGE_DATA_FEED) != "true":
+            if self.connector.lakehouse.change_data_feed:  # set, not yet written since
+                raise InvalidQueryError(
+                    f"table {self.name} has no change data feed yet: it starts at the table's "
+                    "next write since [deltalake.table] change_data_feed was turned on"
+                )
             raise InvalidQueryError(
                 f"table {self.name} has no change data feed: set [deltalake.table] "
                 "change_data_feed = true (changes are recorded from then on)"
