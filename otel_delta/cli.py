@@ -20,7 +20,7 @@ from otel_delta.bridge import Bridge
 from otel_delta.commands import add_commands, run_command
 from otel_delta.config import Settings, check_serving, load_settings
 from otel_delta.errors import Aborted, OtelDeltaError
-from otel_delta.logformat import logs_held, use_json_logs
+from otel_delta.logformat import logs_held, route_stray_errors, use_json_logs
 from otel_delta.nopandas import keep_pandas_unloaded
 from otel_delta.status import status_for
 
@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    route_stray_errors()
     try:
         if args.command not in ("serve", "backfill", "stream"):
             return run_command(args)

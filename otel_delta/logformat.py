@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
+
+from otel_delta.errors import first_line
+
+log = logging.getLogger("otel_delta")
 
 
 class JsonFormatter(logging.Formatter):
@@ -30,6 +37,35 @@ def use_json_logs() -> None:
     """Switch every handler of the root logger to JSON lines."""
     for handler in logging.getLogger().handlers:
         handler.setFormatter(JsonFormatter())
+
+
+def _unraisable(unraisable: Any) -> None:
+    """An exception Python could not raise (in a `__del__`, e.g. pyarrow's ParquetWriter
+    closing after a failed write): one WARNING line. Python printed a traceback on stderr,
+    which is not JSON and broke `format = "json"` for log shippers."""
+    error = unraisable.exc_value
+    where = unraisable.err_msg or "Exception ignored"
+    log.warning(
+        "%s in %r: %s: %s", where, unraisable.object, type(error).__name__, first_line(error)
+    )
+
+
+def _thread_died(died: threading.ExceptHookArgs) -> None:
+    """A thread that ended on an exception: logged (with its traceback, in the log's format)
+    instead of printed on stderr."""
+    if died.exc_type is SystemExit:
+        return
+    name = died.thread.name if died.thread is not None else "a thread"
+    log.error(
+        "%s ended on an error", name, exc_info=(died.exc_type, died.exc_value, died.exc_traceback)
+    )
+
+
+def route_stray_errors() -> None:
+    """Send what Python would print on stderr past the logging (exceptions in `__del__`,
+    threads ending on an exception) through the log instead."""
+    sys.unraisablehook = _unraisable
+    threading.excepthook = _thread_died
 
 
 class HeldLogs(logging.Handler):

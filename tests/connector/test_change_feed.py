@@ -118,7 +118,7 @@ def test_a_feed_turned_on_later_records_the_connectors_first_writes(tmp_path: Pa
     spans = on.table("spans")
     with pytest.raises(InvalidQueryError, match="starts at the table's next write"):
         spans.changes()  # it said "set change_data_feed = true", which is set
-    with pytest.raises(InvalidQueryError, match="set \\[deltalake.table\\] change_data_feed"):
+    with pytest.raises(InvalidQueryError, match=r"set \[deltalake.table\] change_data_feed"):
         off.table("spans").changes()
     first = spans.query().filter("service_name = 'cart'").order_by("span_id").to_pylist()[:2]
     updated = spans.upsert([{**row, "name": "renamed"} for row in first])
