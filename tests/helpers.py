@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -186,14 +186,17 @@ class ServeProcess:
         env: dict[str, str] | None = None,
         own_process_group: bool = False,
         listening: bool = True,
+        wrapper: Sequence[str] = (),
     ) -> None:
         """`own_process_group`: the server leads a process group of its own, as a command in
         a terminal does (a Ctrl-C goes to the group: os.killpg(server.proc.pid, SIGINT)).
         `listening=False`: return once the process runs, not once it listens (a start to be
-        stopped before it listens, e.g. while it replays its write-ahead log)."""
+        stopped before it listens, e.g. while it replays its write-ahead log). `wrapper`: a
+        command the server runs under (e.g. strace and its options)."""
         argv = [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)]
         if open_files_soft_limit is not None:  # as if started under `ulimit -Sn`
             argv = ["sh", "-c", 'ulimit -Sn "$0" && exec "$@"', str(open_files_soft_limit), *argv]
+        argv = [*wrapper, *argv]
         # no preexec_fn: Python in a forked child of this process (which runs gRPC clients)
         # is what otel_delta/grpcenv.py explains; without one, Popen need not run any
         self.proc = subprocess.Popen(

@@ -41,6 +41,7 @@ from otel_delta.engines.data_files import (
     table_filesystem,
     write_partitioned,
 )
+from otel_delta.engines.durable import made_durable
 from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError, describe
 from otel_delta.lakehouse import (
@@ -219,7 +220,7 @@ class DeltaRsEngine:
         self, table_name: str, data: pa.Table, app_transaction: Transaction | None = None
     ) -> int:
         with self._locks[table_name]:
-            return retrying(
+            version = retrying(
                 lambda: self._append_once(table_name, data, app_transaction),
                 attempts=self.transient_retries + 1,
                 retry_on=(CommitFailedError, DeltaError, OSError),
@@ -228,6 +229,10 @@ class DeltaRsEngine:
                     f"commit to {table_name} failed after {n} attempts: {describe(exc)}"
                 ),
             )
+            local = self._local_filesystem(table_name)
+            if local is not None:
+                made_durable(table_name, Path(local.base_path), version)
+            return version
 
     def _append_once(
         self, table_name: str, data: pa.Table, app_transaction: Transaction | None

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
@@ -20,7 +21,8 @@ from deltalake import Transaction
 
 from otel_delta.engines.base import rows_rejected
 from otel_delta.engines.commit_log import own_commit
-from otel_delta.engines.data_files import table_filesystem
+from otel_delta.engines.data_files import local_filesystem, table_filesystem
+from otel_delta.engines.durable import made_durable
 from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError, first_line
 from otel_delta.lakehouse import Lakehouse
@@ -219,7 +221,12 @@ class SparkEngine:
             raise CommitError(f"Spark commit to {label} failed: {first}") from exc
         files = table_filesystem(uri, self.lakehouse.storage, create=False)
         version = own_commit(files, before, USER_METADATA, commit_id)
-        return before if version is None else version
+        if version is None:
+            return before
+        local = local_filesystem(uri)
+        if local is not None:  # Hadoop's local file system fsyncs nothing either
+            made_durable(label, Path(local.base_path), version)
+        return version
 
     # --- operations ------------------------------------------------------------------------
 

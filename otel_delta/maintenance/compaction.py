@@ -35,6 +35,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -57,6 +58,7 @@ from otel_delta.engines.data_files import (
     run_starts,
     stats_columns,
 )
+from otel_delta.engines.durable import sync_files
 from otel_delta.engines.lease import LEASES
 from otel_delta.errors import ConcurrentModificationError, describe
 from otel_delta.lakehouse import commit_info, rewrite_transaction
@@ -359,6 +361,10 @@ def commit_swap(
         for f in inputs
     ]
     try:
+        local = local_filesystem(delta.table_uri)
+        if local is not None:  # on the disk before the log names them (engines/durable.py)
+            root = Path(local.base_path)
+            sync_files(root, [root / add.path for add in outputs])
         LEASES.hold(delta, options.lease_seconds)  # brings `delta` up to date too
         live = {c.path for c in candidates(delta)}
         if gone := [f for f in inputs if f.path not in live]:
