@@ -192,6 +192,8 @@ class Bridge:
             detail = "stopping"
         elif self._replay is not None:
             detail = f"replaying the write-ahead log ({self._replay.records} records read)"
+            if self._replay.waiting:
+                detail += ", waiting for the commits to make room in the buffer"
         checks = [Check("receiver", not self._stopping and self.grpc is not None, detail)]
         if self.wal is not None:
             refusing = self.wal.refusing()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.errors import (
+    BufferFullError,
     ConvertWorkerLostError,
     InvalidRequestError,
     OtelDeltaError,
@@ -26,6 +27,7 @@ from otel_delta.faults import pause_point, pausing
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.pipeline.body import logged_protobuf
 from otel_delta.pipeline.decode import Decoder
+from otel_delta.pipeline.reservation import Reservation
 from otel_delta.signals import SIGNALS_BY_CODE
 from otel_delta.tables import TABLES
 from otel_delta.wal import WriteAheadLog
@@ -40,6 +42,8 @@ class ReplayReport:
     rows: int = 0  # rows buffered again
     unreadable: int = 0  # records that no longer convert (dropped, logged)
     stopped: bool = False  # a stop came before every record was read
+    waiting: bool = False  # for the commits to make room in the buffer (buffer.max_bytes)
+    waits: int = 0  # times a record found the buffer still full after `retry_after`
 
 
 def committed_positions(
@@ -72,6 +76,49 @@ def committed_positions(
             ) from None
         versions[name] = version or 0
     return versions
+
+
+async def _hold(
+    held: Reservation, raw_bytes: int, report: ReplayReport, stopping: asyncio.Event | None
+) -> bool:
+    """Hold what converting and buffering a record of `raw_bytes` of protobuf needs under
+    `buffer.max_bytes`, as a live request does (`Reservation.request`), for as long as that
+    takes: its rows are in the log already, nobody waits for an answer, and the buffer frees
+    room only as commits land. Without it the replay buffered the whole log while the commits
+    failed and backed off (a full or unreachable store): the process grew with the log, up
+    to an out-of-memory kill, and the next start replayed it again. False: `stopping` came
+    first (a SIGTERM is not kept waiting for a store that may not come back)."""
+    while stopping is None or not stopping.is_set():
+        request = asyncio.ensure_future(held.request(raw_bytes))
+        waits = {request}
+        if stopping is not None:
+            waits.add(asyncio.ensure_future(stopping.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+            # an admission cancelled in its wait holds nothing (it reserves only once it fits)
+            await asyncio.gather(*waits, return_exceptions=True)
+        if request.cancelled():
+            return False
+        try:
+            request.result()
+        except BufferFullError:
+            # still full after `retry_after`: commits are failing and backing off; each new
+            # try wakes the flusher, which retries every table whose backoff is over
+            if not report.waits:
+                log.info(
+                    "write-ahead log: the replay waits for commits to make room in the buffer "
+                    "(buffer.max_bytes %d)",
+                    held.buffer.max_bytes,
+                )
+            report.waits += 1
+            report.waiting = True
+            continue
+        report.waiting = False
+        return True
+    return False
 
 
 async def replay(
@@ -110,38 +157,44 @@ async def replay(
             report.stopped = True
             break
         report.records += 1
-        signal = SIGNALS_BY_CODE.get(record.signal_code)
-        try:
-            if signal is None:
-                raise InvalidRequestError(f"unknown signal code {record.signal_code}")
-            raw = await logged_protobuf(record.payload, record.encoding)
+        with Reservation(buffer) as held:
+            signal = SIGNALS_BY_CODE.get(record.signal_code)
             try:
-                converted = await decoder.decode(signal, raw, lakehouse.partition_by)
-            except ConvertWorkerLostError:
-                # the worker died under it (the decoder restarted the pool): the record was
-                # converted once when it was accepted, so it gets one more try before the
-                # start gives up (then the next start replays it again)
-                converted = await decoder.decode(signal, raw, lakehouse.partition_by)
-            del raw
-        except (InvalidRequestError, RequestTooLargeError) as exc:
-            # it was accepted once: only another otel-delta version can refuse it now
-            report.unreadable += 1
-            log.error("WAL record %d cannot be converted, dropped: %s", record.position, exc)
-            wal.expect(record.position, 0)
-            continue
-        tables = {
-            name: table
-            for name, table in converted.tables.items()
-            if table.num_rows and record.position > done.get(name, 0)
-        }
-        wal.expect(record.position, len(tables))
-        if not tables:
-            continue
-        report.replayed += 1
-        report.rows += sum(t.num_rows for t in tables.values())
-        buffer.add(tables, record.position, converted.held)
+                if signal is None:
+                    raise InvalidRequestError(f"unknown signal code {record.signal_code}")
+                raw = await logged_protobuf(record.payload, record.encoding)
+                if not await _hold(held, len(raw), report, stopping):
+                    report.records -= 1  # not buffered: it stays in the log for the next start
+                    report.stopped = True
+                    break
+                try:
+                    converted = await decoder.decode(signal, raw, lakehouse.partition_by)
+                except ConvertWorkerLostError:
+                    # the worker died under it (the decoder restarted the pool): the record was
+                    # converted once when it was accepted, so it gets one more try before the
+                    # start gives up (then the next start replays it again)
+                    converted = await decoder.decode(signal, raw, lakehouse.partition_by)
+                del raw
+            except (InvalidRequestError, RequestTooLargeError) as exc:
+                # it was accepted once: only another otel-delta version can refuse it now
+                report.unreadable += 1
+                log.error("WAL record %d cannot be converted, dropped: %s", record.position, exc)
+                wal.expect(record.position, 0)
+                continue
+            tables = {
+                name: table
+                for name, table in converted.tables.items()
+                if table.num_rows and record.position > done.get(name, 0)
+            }
+            wal.expect(record.position, len(tables))
+            if not tables:
+                continue
+            report.replayed += 1
+            report.rows += sum(t.num_rows for t in tables.values())
+            buffer.add(tables, record.position, converted.held)
         if buffer.buffered_bytes >= buffer.max_bytes // 2:
-            await buffer.flush()  # keep replay inside the memory bound
+            await buffer.flush()  # commit what is buffered while there is room left
+    report.waiting = False
     if report.stopped:
         left = wal.recovered_records - report.records
         log.info(

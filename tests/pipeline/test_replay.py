@@ -12,13 +12,16 @@ import re
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
 import psutil
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import ServeProcess, free_port, read_table, wait_until
 from tests.test_cli import one_span_request
@@ -30,6 +33,11 @@ PAUSE_SECONDS = 3  # before each record the restart replays
 STOPPED_RECORDS = 60
 STOPPED_PAUSE_SECONDS = 5
 STOP_TIMEOUT_SECONDS = 90
+# the replay while the commits fail: a log of several times `buffer.max_bytes` of rows
+BOUND_BYTES = 4 * 1024 * 1024
+BOUNDED_RECORDS = 48
+RECORD_ATTRIBUTE_BYTES = 256 * 1024  # each span: an attribute this large
+FAILED_COMMITS = 3  # the commits fail (and back off) this many times before the store is back
 
 
 def get(url: str) -> tuple[int, str]:
@@ -54,7 +62,13 @@ def replaying(admin: str) -> bool:
 
 
 def crashed_with_acked_spans(
-    tmp_path: Path, count: int, *, admin: str = "", receiver: str = ""
+    tmp_path: Path,
+    count: int,
+    *,
+    admin: str = "",
+    receiver: str = "",
+    buffer: str = "",
+    request: Callable[[int], ExportTraceServiceRequest] = one_span_request,
 ) -> Path:
     """The config of a bridge that acknowledged the spans s1..s<count> (in its log, none
     committed: only a stop commits) and was then killed with kill -9."""
@@ -62,7 +76,7 @@ def crashed_with_acked_spans(
     config.write_text(
         f'[admin]\nendpoint = "{admin}"\n'
         f'[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = ""\n{receiver}'
-        "[buffer]\nflush_interval_seconds = 600\n"
+        f"[buffer]\nflush_interval_seconds = 600\n{buffer}"
         f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
         "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
         f'[wal]\ndir = "{tmp_path / "wal"}"\n'
@@ -70,22 +84,23 @@ def crashed_with_acked_spans(
     server = ServeProcess(config)
     stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
     for i in range(1, count + 1):
-        stub.Export(one_span_request(i), timeout=10)  # acknowledged: in the log
+        stub.Export(request(i), timeout=10)  # acknowledged: in the log
     server.kill9()
     return config
 
 
 @contextlib.contextmanager
-def restarting(config: Path, join_seconds: float) -> Iterator[list[ServeProcess]]:
-    """A restart that pauses before each record it replays, on a thread of its own (a
-    ServeProcess returns once it listens, after the replay); the list it is put in once up.
-    A failed check in the block leaves no bridge running; a restart that does not come up
-    fails the test."""
+def restarting(
+    config: Path, join_seconds: float, *, pause: bool = True
+) -> Iterator[list[ServeProcess]]:
+    """A restart that pauses before each record it replays (unless not `pause`), on a thread
+    of its own (a ServeProcess returns once it listens, after the replay); the list it is put
+    in once up. A failed check in the block leaves no bridge running; a restart that does not
+    come up fails the test."""
     started: list[ServeProcess] = []
+    env = {"OTEL_DELTA_PAUSE_AT": f"wal-replaying:{PAUSE_SECONDS}"} if pause else {}
     restart = threading.Thread(
-        target=lambda: started.append(
-            ServeProcess(config, env={"OTEL_DELTA_PAUSE_AT": f"wal-replaying:{PAUSE_SECONDS}"})
-        )
+        target=lambda: started.append(ServeProcess(config, timeout=join_seconds, env=env))
     )
     restart.start()
     try:
@@ -177,3 +192,92 @@ def test_a_worker_killed_during_the_replay_does_not_fail_the_start(tmp_path: Pat
     assert len(died) == 1, "".join(restarted.lines)
     names = read_table(tmp_path / "lake", "spans")["name"].to_pylist()
     assert sorted(names) == ["s1", "s2"]
+
+
+def large_span_request(i: int) -> ExportTraceServiceRequest:
+    """Span s<i>, with an attribute of RECORD_ATTRIBUTE_BYTES."""
+    request = one_span_request(i)
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    value = AnyValue(string_value=f"{i:08d}" * (RECORD_ATTRIBUTE_BYTES // 8))
+    span.attributes.append(KeyValue(key="payload", value=value))
+    return request
+
+
+def metric(metrics: str, name: str, **labels: str) -> float:
+    """The value of the sample `name` with `labels` in /metrics text (0: none yet)."""
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return sample.value
+    return 0.0
+
+
+def test_the_replay_waits_for_room_in_the_buffer_while_the_commits_fail(
+    tmp_path: Path,
+) -> None:
+    """A restart after a crash whose store refuses the commits (a full disk, an outage): the
+    replay read the whole log into the buffer regardless of `buffer.max_bytes`, as the commits
+    backed off (its flush returned at once, committing nothing); with a log of gigabytes of
+    requests, the bridge was killed out of memory, restarted, replayed again. The replay
+    waits for room instead, as live requests do, and says so on /readyz; once the store is
+    back, every span is stored, once."""
+    admin = f"127.0.0.1:{free_port()}"
+    config = crashed_with_acked_spans(
+        tmp_path,
+        BOUNDED_RECORDS,
+        admin=admin,
+        buffer="max_resident_bytes = 0\n",
+        request=large_span_request,
+    )
+    # the restart's bound: the crashed bridge had the default, which took every request
+    # without a commit
+    config.write_text(
+        config.read_text().replace("[buffer]\n", f"[buffer]\nmax_bytes = {BOUND_BYTES}\n")
+    )
+    # the store refuses the spans table's commits: the first version of its log is taken (by
+    # a directory), which reading the table does not see (no table yet: nothing to skip)
+    spans = tmp_path / "lake" / "spans"
+    assert not spans.exists(), "the crashed bridge committed"
+    blocker = spans / "_delta_log" / f"{0:020d}.json"
+    blocker.mkdir(parents=True)
+    peak = 0.0
+
+    def sample() -> str:
+        """/metrics, keeping the buffer's peak."""
+        nonlocal peak
+        metrics = get(f"http://{admin}/metrics")[1]
+        peak = max(peak, metric(metrics, "otel_delta_buffer_bytes"))
+        return metrics
+
+    with restarting(config, 300, pause=False) as started:
+        wait_until(lambda: answers(f"http://{admin}/healthz"), 60, "the admin endpoint")
+        # commits failed and backed off a few times: the replay has had all the time it needs
+        # to read the whole log, had it not waited
+        wait_until(
+            lambda: (
+                metric(sample(), "otel_delta_commit_failures_total", table="spans")
+                >= FAILED_COMMITS
+                or started
+            ),
+            120,
+            "failed commits",
+        )
+        status, ready = get(f"http://{admin}/readyz")
+        metrics = sample()
+        buffered = metric(metrics, "otel_delta_buffer_bytes")
+        assert peak <= BOUND_BYTES, f"{peak} bytes buffered, over {BOUND_BYTES}"
+        assert not started and status == 503, "the replay read the whole log into the buffer"
+        receiver = next(c for c in json.loads(ready)["checks"] if c["name"] == "receiver")
+        assert "waiting for the commits to make room in the buffer" in receiver["detail"]
+        read = re.search(r"\((\d+) records read", receiver["detail"])
+        assert read and 0 < int(read.group(1)) < BOUNDED_RECORDS, receiver["detail"]
+        assert 0 < buffered <= BOUND_BYTES
+        blocker.rmdir()  # the store is back
+        wait_until(lambda: sample() and bool(started), 240, "the rest of the replay")
+    assert peak <= BOUND_BYTES, f"{peak} bytes buffered, over {BOUND_BYTES}"
+    restarted = started[0]
+    assert restarted.stop() == 0
+    names = read_table(tmp_path / "lake", "spans")["name"].to_pylist()
+    assert sorted(names, key=lambda n: int(n[1:])) == [
+        f"s{i}" for i in range(1, BOUNDED_RECORDS + 1)
+    ]
