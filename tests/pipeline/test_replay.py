@@ -281,3 +281,54 @@ def test_the_replay_waits_for_room_in_the_buffer_while_the_commits_fail(
     assert sorted(names, key=lambda n: int(n[1:])) == [
         f"s{i}" for i in range(1, BOUNDED_RECORDS + 1)
     ]
+
+
+def test_sigterm_while_the_replay_waits_for_room_stops_it(tmp_path: Path) -> None:
+    """A replay waiting for commits that do not land (the store down) still stops on
+    SIGTERM, at once, without buffering the record it waits with: the stop's commit fails too,
+    so everything stays in the log, and the next start, the store back, stores every span
+    once."""
+    config = crashed_with_acked_spans(
+        tmp_path,
+        BOUNDED_RECORDS,
+        buffer="max_resident_bytes = 0\n",
+        request=large_span_request,
+    )
+    config.write_text(
+        config.read_text().replace("[buffer]\n", f"[buffer]\nmax_bytes = {BOUND_BYTES}\n")
+    )
+    spans = tmp_path / "lake" / "spans"
+    assert not spans.exists(), "the crashed bridge committed"
+    blocker = spans / "_delta_log" / f"{0:020d}.json"
+    blocker.mkdir(parents=True)
+
+    replaying = ServeProcess(config, listening=False)
+    try:
+        wait_until(
+            lambda: any(
+                "replay waits for commits" in line or "listening" in line
+                for line in replaying.lines
+            ),
+            60,
+            "the replay to wait",
+        )
+        code = replaying.stop(timeout=STOP_TIMEOUT_SECONDS)
+    finally:
+        if replaying.proc.poll() is None:  # the replay did not stop: no bridge left running
+            replaying.kill9()
+    output = "".join(replaying.lines)
+    assert code == 0, output
+    assert "listening" not in output
+    stopped = re.search(r"replay stopped after (\d+) of (\d+) record\(s\)", output)
+    assert stopped, output
+    read, total = int(stopped.group(1)), int(stopped.group(2))
+    assert total == BOUNDED_RECORDS and 0 < read < total
+    assert f"the other {total - read} stay in the log" in output
+
+    blocker.rmdir()  # the store is back
+    restarted = ServeProcess(config)
+    assert restarted.stop() == 0
+    names = read_table(tmp_path / "lake", "spans")["name"].to_pylist()
+    assert sorted(names, key=lambda n: int(n[1:])) == [
+        f"s{i}" for i in range(1, BOUNDED_RECORDS + 1)
+    ]
