@@ -5,7 +5,8 @@ batch is being synced, the next one gathers. Once a batch is durable, its record
 to `on_durable` in position order (the buffer takes them from there) and their senders are
 answered. A record is released when every Delta commit its rows went to has succeeded; a
 segment is deleted when all its records are released. On start, `open` recovers the directory
-(cutting off a torn tail) and `replay` yields what the log still holds.
+(cutting off a torn tail; damage followed by valid records is skipped with an ERROR, never cut)
+and `replay` yields every valid record the log holds, those after damage included.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, BinaryIO
 from otel_delta.errors import ConfigError, RequestTooLargeError, WalError, WalFullError
 from otel_delta.faults import crash_point
 from otel_delta.metrics import WAL_SYNC_SECONDS, WAL_SYNCS
-from otel_delta.wal.record import Record, header, scan
+from otel_delta.wal.record import Damage, Record, header, scan
 from otel_delta.wal.segments import (
     DIRECTORY_MODE,
     FILE_MODE,
@@ -133,7 +134,8 @@ class WriteAheadLog:
     # --- start ------------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Lock and recover the directory: cut off a torn tail, find the next position."""
+        """Lock and recover the directory: cut off a torn tail, say what damage cost, find the
+        next position."""
         try:
             self._open()
         except OSError as exc:  # unwritable, full, not a directory: one line, at start
@@ -155,24 +157,26 @@ class WriteAheadLog:
         self._segments = list_segments(self.directory)
         last_position = FIRST_POSITION - 1
         for index, segment in enumerate(self._segments):
-            found = scan(segment.path.read_bytes())
+            found = scan(segment.path.read_bytes(), segment.first_position)
             self.recovered_records += len(found.records)
             if found.records:
                 last_position = max(last_position, found.records[-1].position)
-            if found.damage is None:
-                continue
-            if index == len(self._segments) - 1:  # a write that was never fsync'd (nor acked)
-                log.warning("WAL %s: %s; cutting the torn tail", segment.path.name, found.damage)
-                with open(segment.path, "r+b") as f:
-                    f.truncate(found.valid_bytes)
-                    os.fsync(f.fileno())
-                segment.size = found.valid_bytes
-            else:
-                log.error(
-                    "WAL %s is damaged (%s): records after it in that segment are lost",
-                    segment.path.name,
-                    found.damage,
-                )
+            newest = index == len(self._segments) - 1
+            following = None if newest else self._segments[index + 1].first_position
+            for damage in found.damaged:
+                if damage is found.tail and newest:  # a write never fsync'd (nor acked)
+                    log.warning(
+                        "WAL %s: %s; cutting the torn tail (%d byte(s))",
+                        segment.path.name,
+                        damage.describe(),
+                        damage.end - damage.start,
+                    )
+                    with open(segment.path, "r+b") as f:
+                        f.truncate(found.valid_bytes)
+                        os.fsync(f.fileno())
+                    segment.size = found.valid_bytes
+                else:
+                    _log_damage(segment, damage, following, len(found.records))
         if self._segments:
             last_position = max(last_position, self._segments[-1].first_position - 1)
         self._check_owner(holds_records=any(segment.size for segment in self._segments))
@@ -184,14 +188,14 @@ class WriteAheadLog:
     def replay(self) -> Iterator[Record]:
         """Every readable record, oldest first (segment by segment: memory stays small)."""
         for segment in list(self._segments):
-            yield from scan(segment.path.read_bytes()).records
+            yield from scan(segment.path.read_bytes(), segment.first_position).records
 
     def read(self, position: int) -> Record:
         """One durable record, e.g. to move it to the dead letters (rare: scans its segment)."""
         segments = [s for s in list(self._segments) if s.first_position <= position]
         if not segments:
             raise WalError(f"no write-ahead log segment holds position {position}")
-        for record in scan(segments[-1].path.read_bytes()).records:
+        for record in scan(segments[-1].path.read_bytes(), segments[-1].first_position).records:
             if record.position == position:
                 return record
         raise WalError(f"position {position} is not in {segments[-1].path}")
@@ -510,6 +514,32 @@ class WriteAheadLog:
             except OSError as exc:  # every record is committed: nothing is lost, say why
                 log.error("write-ahead log: cannot empty %s at the stop: %s", self.directory, exc)
         self._unlock()
+
+
+def _log_damage(segment: Segment, damage: Damage, following: int | None, kept: int) -> None:
+    """One ERROR line for a damaged stretch that is not a torn tail: the records in it are
+    lost, those after it are read (and replayed). `following`: the position the next segment
+    starts at, which tells what damage at the end of an older segment lost."""
+    after = damage.following if damage.following is not None else following
+    if damage.previous is None or after is None:
+        lost = "an unknown number of records lost"
+    elif after - damage.previous == 1:
+        lost = "no record lost"
+    elif after - damage.previous == 2:
+        lost = f"1 record lost (position {after - 1})"
+    else:
+        first, last = damage.previous + 1, after - 1
+        lost = f"{last - first + 1} records lost (positions {first}-{last})"
+    log.error(
+        "WAL %s is damaged: bytes %d-%d skipped (%s), %s; %d record(s) of the segment kept%s",
+        segment.path.name,
+        damage.start,
+        damage.end - 1,
+        damage.problem,
+        lost,
+        kept,
+        "" if damage.following is None else " (reading on after the damage)",
+    )
 
 
 def _append_only(path: Path) -> BinaryIO:

@@ -12,7 +12,7 @@ import pytest
 
 from otel_delta.errors import ConfigError, RequestTooLargeError, WalError, WalFullError
 from otel_delta.wal import WriteAheadLog
-from otel_delta.wal.record import HEADER_BYTES
+from otel_delta.wal.record import HEADER_BYTES, Record, header
 from otel_delta.wal.segments import list_segments
 
 
@@ -392,3 +392,103 @@ def test_a_deleted_directory_refuses_writes_and_stops_cleanly(tmp_path: Path) ->
         await wal.close()
 
     asyncio.run(scenario())
+
+
+def logged(directory: Path, payloads: list[bytes], **options: int) -> None:
+    """Append `payloads` (none committed: all stay in the log) and close."""
+
+    async def write() -> None:
+        wal = new_log(directory, **options)
+        wal.start()
+        for payload in payloads:
+            await wal.append(1, payload, None, commits=1)
+        await wal.close()
+
+    asyncio.run(write())
+
+
+def flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def messages(caplog: pytest.LogCaptureFixture, level: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelname == level]
+
+
+def test_damage_in_the_newest_segment_is_not_cut_and_the_records_after_it_are_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A damaged record followed by valid ones is not the torn tail of a write never answered:
+    the records after it were acknowledged. It was cut off as one, with all of them."""
+    payloads = [f"request {i}".encode() * 3 for i in range(1, 21)]
+    logged(tmp_path, payloads)
+    segment = list_segments(tmp_path)[-1].path
+    size = segment.stat().st_size
+    fifth = sum(HEADER_BYTES + len(p) for p in payloads[:4])
+    flip(segment, fifth + HEADER_BYTES + 2)  # a byte of record 5's payload
+    with caplog.at_level("INFO", logger="otel_delta.wal.log"):
+        wal = new_log(tmp_path)
+    kept = [(i, p) for i, p in enumerate(payloads, 1) if i != 5]
+    assert [(r.position, r.payload) for r in wal.replay()] == kept
+    assert wal.recovered_records == 19 and wal.next_position == 21
+    assert segment.stat().st_size == size  # nothing cut
+    assert wal.read(6).payload == payloads[5] and wal.read(20).payload == payloads[19]
+    assert messages(caplog, "WARNING") == []
+    end = fifth + HEADER_BYTES + len(payloads[4]) - 1
+    assert messages(caplog, "ERROR") == [
+        f"WAL {segment.name} is damaged: bytes {fifth}-{end} skipped (checksum mismatch), "
+        "1 record lost (position 5); 19 record(s) of the segment kept (reading on after the "
+        "damage)"
+    ]
+    asyncio.run(wal.close())
+    logged(tmp_path, [b"after the restart"])
+    assert [r.position for r in new_log(tmp_path).replay()] == [i for i, _ in kept] + [21]
+
+
+def test_damage_then_a_torn_tail_cuts_the_tail_only(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    payloads = [bytes([i]) * 40 for i in range(1, 9)]
+    logged(tmp_path, payloads)
+    segment = list_segments(tmp_path)[-1].path
+    whole = segment.stat().st_size
+    flip(segment, 2 * (HEADER_BYTES + 40) + HEADER_BYTES)  # record 3
+    with open(segment, "ab") as out:
+        out.write(header(Record(9, 1, bytes(100)))[:12])  # a write that died half-way
+    with caplog.at_level("INFO", logger="otel_delta.wal.log"):
+        wal = new_log(tmp_path)
+    assert [r.position for r in wal.replay()] == [1, 2, 4, 5, 6, 7, 8]
+    assert segment.stat().st_size == whole
+    [torn] = messages(caplog, "WARNING")
+    assert f"byte {whole}" in torn and "cutting the torn tail (12 byte(s))" in torn
+    [error] = messages(caplog, "ERROR")
+    assert "1 record lost (position 3)" in error and "7 record(s) of the segment kept" in error
+    asyncio.run(wal.close())
+
+
+def test_damage_in_an_older_segment_loses_only_the_damaged_records(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Damage in the middle and at the end of a segment that is not the newest: the records
+    after the middle one are replayed (they were lost, with an ERROR, as the bridge went on);
+    what the end lost is told by where the next segment starts."""
+    logged(tmp_path, [bytes(80)] * 12, segment_bytes=400)  # 100-byte records, 4 per segment
+    first, second, *_ = list_segments(tmp_path)
+    assert (first.first_position, second.first_position) == (1, 5)
+    flip(first.path, 100 + 1)  # record 2's magic
+    with open(first.path, "r+b") as f:
+        f.truncate(350)  # record 4 cut short
+    with caplog.at_level("INFO", logger="otel_delta.wal.log"):
+        wal = new_log(tmp_path)
+    assert [r.position for r in wal.replay()] == [1, 3, *range(5, 13)]
+    assert wal.read(3).position == 3
+    assert first.path.stat().st_size == 350  # only the newest segment's torn tail is cut
+    assert messages(caplog, "ERROR") == [
+        f"WAL {first.path.name} is damaged: bytes 100-199 skipped (bad magic), 1 record lost "
+        "(position 2); 2 record(s) of the segment kept (reading on after the damage)",
+        f"WAL {first.path.name} is damaged: bytes 300-349 skipped (incomplete payload), 1 "
+        "record lost (position 4); 2 record(s) of the segment kept",
+    ]
+    asyncio.run(wal.close())
