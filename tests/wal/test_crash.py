@@ -16,7 +16,7 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
-from otel_delta.wal.record import scan
+from otel_delta.wal.record import HEADER_BYTES, scan
 from otel_delta.wal.segments import SUFFIX
 from tests.helpers import LOOPBACK, ServeProcess, read_table
 from tests.test_cli import one_span_request
@@ -181,3 +181,39 @@ def test_compressed_requests_are_logged_as_sent_and_replayed_after_kill_9(tmp_pa
         for s in r.resource_spans[0].scope_spans[0].spans
     ]
     assert sorted(stored) == sorted(expected)
+
+
+def test_a_damaged_record_after_kill_9_loses_that_request_only(tmp_path: Path):
+    """20 acknowledged one-span requests, kill -9, one payload byte of the fifth record
+    flipped (a bad disk block): the restart stores the other 19 spans, once each. It cut the
+    file at the damage as a torn tail, losing the 15 acknowledged records after it."""
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        LOOPBACK + "[buffer]\nflush_interval_seconds = 600\n"  # nothing commits before the kill
+        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
+        "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
+        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    server = ServeProcess(config)
+    stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
+    for i in range(1, 21):
+        stub.Export(one_span_request(i), timeout=10)  # acknowledged: in the log
+    server.kill9()
+
+    [segment] = sorted((tmp_path / "wal").glob(f"*{SUFFIX}"))
+    records = scan(segment.read_bytes()).records
+    assert [r.position for r in records] == list(range(1, 21))
+    fifth = sum(r.size for r in records[:4])
+    data = bytearray(segment.read_bytes())
+    data[fifth + HEADER_BYTES + len(records[4].payload) // 2] ^= 0x01
+    segment.write_bytes(bytes(data))
+
+    final = ServeProcess(config)
+    assert final.stop() == 0, "".join(final.lines)
+    stored = read_table(tmp_path / "lake", "spans")["name"].to_pylist()
+    assert sorted(stored) == sorted(f"s{i}" for i in range(1, 21) if i != 5)
+    [damage] = [line for line in final.lines if "is damaged" in line]
+    assert segment.name in damage and f"bytes {fifth}-{fifth + records[4].size - 1}" in damage
+    assert "1 record lost (position 5)" in damage and "19 record(s)" in damage
+    assert replayed(final.lines) == 19
+    assert not any("torn tail" in line for line in final.lines)
