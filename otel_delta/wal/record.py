@@ -46,6 +46,7 @@ ENCODINGS = ("", "gzip", "deflate", "zstd", "snappy", "lz4")
 HEADER = struct.Struct("<HBBIQ")  # magic, signal, flags, length, position
 CRC = struct.Struct("<I")
 HEADER_BYTES = HEADER.size + CRC.size
+_FIELDS = struct.Struct("<HBBIQI")  # HEADER and CRC in one
 MAX_PAYLOAD = 2**32 - 1
 
 
@@ -124,16 +125,26 @@ def scan(data: bytes, first_position: int | None = None) -> Scan:
     records: list[Record] = []
     damaged: list[Damage] = []
     offset = valid = 0
-    previous = None if first_position is None else first_position - 1
     size = len(data)
+    unpack, crc32, encodings = _FIELDS.unpack_from, zlib.crc32, ENCODINGS
     while offset < size:
-        record, end, problem = _read(data, offset)
-        if record is not None:
-            records.append(record)
-            previous = record.position
-            offset = valid = end
-            continue
-        assert problem is not None
+        # the common case inline (a segment holds up to a million records): whole records
+        if size - offset >= HEADER_BYTES:
+            magic, code, flags, length, position, crc = unpack(data, offset)
+            start = offset + HEADER_BYTES
+            end = start + length
+            if magic == MAGIC and end <= size and flags < len(encodings):
+                payload = data[start:end]
+                if crc32(payload, crc32(data[offset : offset + HEADER.size])) == crc:
+                    records.append(Record(position, code, payload, encodings[flags]))
+                    offset = valid = end
+                    continue
+        # damage (or a record of a newer version, which _read refuses)
+        record, _, problem = _read(data, offset)
+        assert record is None and problem is not None
+        previous = records[-1].position if records else None  # the last good record
+        if previous is None and first_position is not None:
+            previous = first_position - 1
         found = _resync(data, offset, previous)
         if found is None:
             damaged.append(Damage(offset, size, problem, previous, None))
