@@ -19,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "otel_delta"
 LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "otel_delta.errors",
+        "otel_delta.disk",
         "otel_delta.tables",
         "otel_delta.ipc",
         "otel_delta.retry",

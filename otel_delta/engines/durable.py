@@ -19,21 +19,12 @@ made (our own `local_commit.publish`, delta-rs's transactions and writer, Spark'
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from otel_delta.disk import fsync_path
 from otel_delta.errors import CommitError, describe
-
-
-def fsync_path(path: Path) -> None:
-    """Flush a file's data, or a directory's entries, to the disk."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def added_files(entry: bytes, root: Path) -> list[Path]:

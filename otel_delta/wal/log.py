@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from otel_delta.disk import fsync_path
 from otel_delta.errors import ConfigError, RequestTooLargeError, WalError, WalFullError
 from otel_delta.faults import crash_point
 from otel_delta.metrics import WAL_SYNC_SECONDS, WAL_SYNCS
@@ -32,7 +33,6 @@ from otel_delta.wal.segments import (
     DIRECTORY_MODE,
     FILE_MODE,
     Segment,
-    fsync_directory,
     instance_id,
     list_segments,
     lock,
@@ -416,7 +416,7 @@ class WriteAheadLog:
     def _new_segment(self, first_position: int) -> None:
         path = segment_path(self.directory, first_position)
         path.touch(FILE_MODE)
-        fsync_directory(self.directory)
+        fsync_path(self.directory)
         self._segments.append(Segment(first_position, path, 0))
 
     # --- release ------------------------------------------------------------------------------
@@ -457,7 +457,7 @@ class WriteAheadLog:
             removed = True
         if removed:
             try:
-                fsync_directory(self.directory)
+                fsync_path(self.directory)
             except OSError as exc:  # wal.dir gone or failing: said as a failed write, not
                 # raised into the commit callback that released the records
                 self._log_failure(exc)
@@ -472,7 +472,7 @@ class WriteAheadLog:
                 with contextlib.suppress(FileNotFoundError):
                     segment.path.unlink()
         self._segments = self._segments[-1:]
-        fsync_directory(self.directory)
+        fsync_path(self.directory)
 
     def _check_owner(self, holds_records: bool) -> None:
         """A log belongs to one lakehouse: replaying its records into another would store rows
@@ -490,7 +490,7 @@ class WriteAheadLog:
         if previous != self.owner:
             with open(owner_file, "w", opener=private) as out:
                 out.write(self.owner + "\n")
-            fsync_directory(self.directory)
+            fsync_path(self.directory)
 
     # --- stop ---------------------------------------------------------------------------------
 

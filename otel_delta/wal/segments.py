@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from otel_delta.disk import fsync_path
 from otel_delta.errors import ConfigError
 
 SUFFIX = ".wal"
@@ -50,15 +51,6 @@ def list_segments(directory: Path) -> list[Segment]:
     return sorted(found, key=lambda s: s.first_position)
 
 
-def fsync_directory(directory: Path) -> None:
-    """Make a created, renamed or deleted entry of `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def instance_id(directory: Path) -> str:
     """This WAL's id, created once: it names the Delta transactions of this bridge."""
     path = directory / INSTANCE_FILE
@@ -73,7 +65,7 @@ def instance_id(directory: Path) -> str:
         out.flush()
         os.fsync(out.fileno())
     os.replace(temporary, path)
-    fsync_directory(directory)
+    fsync_path(directory)
     return value
 
 
