@@ -138,7 +138,7 @@ class Table:
         times: object stores keep those in whole seconds, so two commits of one second were
         indistinguishable on S3 (an `as_of` or a restore by time landed on the later one)."""
         moment = parse_timestamp(timestamp)
-        version = version_at(self._history(), moment.timestamp() * 1000)
+        version = self._version_at(moment.timestamp() * 1000)
         if version is None:
             raise VersionNotFoundError(self.name, f"at or before {moment.isoformat()}")
         return self.delta(version)
@@ -1010,13 +1010,40 @@ class Table:
         latest = self.delta().version()
         return commit_log.history(self._files(), latest, limit)
 
+    def _version_at(self, limit_ms: float) -> int | None:
+        """`version_at` over the whole log; over a long one (more than AS_OF_SEARCH_FROM
+        commits), over HISTORY_CONTEXT commits either side of the version a binary search by
+        the commits' own stamps lands on. On an object store each commit read is a GET: a
+        week of 10 s flushes is 60,480 of them (minutes), the search and its window about 220.
+        The window's times are made monotonic over the window, as a limited `history` makes
+        them; an answer at the window's edge, or a search that cannot tell (a commit without a
+        stamp), reads the whole log."""
+        files = self._files()
+        latest = self.delta().version()
+        oldest = commit_log.oldest_commit(files, latest)
+        if latest - oldest + 1 > AS_OF_SEARCH_FROM:
+            found = commit_log.stamped_at_or_before(files, oldest, latest, limit_ms)
+            if found is not None:
+                top = min(latest, found + HISTORY_CONTEXT)
+                bottom = max(oldest, found - HISTORY_CONTEXT)
+                chosen = version_at(commit_log.history(files, top, top - bottom + 1), limit_ms)
+                if (
+                    chosen is not None
+                    and (chosen > bottom or bottom == oldest)
+                    and (chosen < top or top == latest)
+                ):
+                    return chosen
+        return version_at(commit_log.history(files, latest), limit_ms)
+
     def _files(self) -> pafs.FileSystem:
         """The table's files, rooted at its directory (any store delta-rs reaches)."""
         return table_filesystem(self.uri, self.connector.storage_options, create=False)
 
 
-# commits read before the oldest a limited history shows, for its times (`Table.history`)
+# commits read before the oldest a limited history shows, for its times (`Table.history`),
+# and either side of the version `as_of` searches out in a long log (`Table._version_at`)
 HISTORY_CONTEXT = 100
+AS_OF_SEARCH_FROM = 4 * HISTORY_CONTEXT  # commits in the log from which `as_of` searches
 
 
 def monotonic_times(history: list[dict[str, Any]]) -> list[tuple[float, dict[str, Any]]]:

@@ -115,6 +115,44 @@ def history(
     return entries
 
 
+def oldest_commit(filesystem: pa_fs.FileSystem, latest: int) -> int:
+    """The oldest version whose commit the log still holds (the expired log's clean-up
+    removes the oldest entries, so those it keeps run from this one to `latest`): a binary
+    search, a dozen or so lookups however long the log."""
+    low, high = 0, latest
+    while low < high:
+        middle = (low + high) // 2
+        if filesystem.get_file_info(log_entry(middle)).type == pa_fs.FileType.NotFound:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def stamped_at_or_before(
+    filesystem: pa_fs.FileSystem, oldest: int, latest: int, limit_ms: float
+) -> int | None:
+    """The last version from `oldest` to `latest` whose commit is stamped at or before
+    `limit_ms` by its own timestamp, found by a binary search (the stamps in version order, as
+    one writer's clock makes them); None when the oldest is stamped later, or when a commit
+    read has no stamp or is gone (the caller then reads the whole log)."""
+    if (first := commit_info(filesystem, oldest)) is None or "timestamp" not in first:
+        return None
+    if float(first["timestamp"]) > limit_ms:
+        return None
+    low, high = oldest, latest
+    while low < high:
+        middle = (low + high + 1) // 2
+        info = commit_info(filesystem, middle)
+        if info is None or "timestamp" not in info:
+            return None
+        if float(info["timestamp"]) <= limit_ms:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 @dataclass(frozen=True)
 class LogFiles:
     """What a table's `_delta_log` holds: what every open lists (on a local disk, or a store

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import types
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -442,3 +444,43 @@ def test_a_read_through_datafusion_names_a_missing_or_broken_file_as_ours(tmp_pa
     data_file.unlink()
     with pytest.raises(FileNotFoundError):
         read()
+
+
+def test_as_of_in_a_long_log_searches_and_reads_a_window_not_every_commit(
+    spans, monkeypatch
+) -> None:
+    """On an object store each commit read is a GET, and `as_of` read every commit the log
+    held (a week of 10 s flushes: 60,480). In a long log it now searches by the commits'
+    stamps and makes the times monotonic over a window around what it finds: the same
+    versions as reading everything, here with a writer's clock 5 s behind in the middle, and
+    a few hundred reads instead of thousands."""
+    from otel_delta.connector import table as table_module
+    from otel_delta.engines import commit_log
+
+    log_dir = Path(spans.uri) / "_delta_log"
+    first = spans.version() + 1
+    start_ms = 1_900_000_000_000
+    stamps = {}
+    for version in range(first, first + 2_000):  # commits of a commitInfo alone (as a lease's)
+        stamp = start_ms + (version - first) * 1_000
+        if version == first + 1_200:
+            stamp -= 5_000  # this writer's clock is behind
+        stamps[version] = stamp
+        info = {"commitInfo": {"timestamp": stamp, "operation": "SET TBLPROPERTIES"}}
+        (log_dir / f"{version:020d}.json").write_text(json.dumps(info) + "\n")
+    spans._delta = None  # the handle follows the log on its next open
+    whole = commit_log.history(spans._files(), spans.version())
+    reads = []
+    counted = commit_log.commit_info
+
+    def counting(filesystem, version):
+        reads.append(version)
+        return counted(filesystem, version)
+
+    monkeypatch.setattr(commit_log, "commit_info", counting)
+    for offset_ms in (-1, 0, 500, 999_000, 1_195_500, 1_196_000, 1_200_000, 1_999_000, 10**9):
+        limit_ms = start_ms + offset_ms
+        reads.clear()
+        found = spans._version_at(limit_ms)
+        assert found == table_module.version_at(whole, limit_ms), offset_ms
+        assert len(reads) < 300, (offset_ms, len(reads))
