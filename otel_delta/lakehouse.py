@@ -33,6 +33,7 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
 from otel_delta.config import Settings, SparkSettings, TableSettings
+from otel_delta.disk import local_path, sync_commit
 from otel_delta.errors import (
     CommitError,
     ConfigError,
@@ -260,16 +261,21 @@ def append_once(
     once) both find it absent; delta-rs commits one and refuses the other ("Concurrent
     transaction failed"), which is then not an error: the rows are in the table, once."""
     table = _open_bookkeeping_table(root, name, storage)  # one read of its log, not two
-    if holds_transaction(table, transaction):
-        return False
-    commit = CommitProperties(app_transactions=[transaction])
-    try:
-        write_deltalake(table, rows, mode="append", commit_properties=commit)
-    except CommitFailedError:
-        if holds_transaction(_open_bookkeeping_table(root, name, storage), transaction):
-            return False
-        raise
-    return True
+    written = False
+    if not holds_transaction(table, transaction):
+        commit = CommitProperties(app_transactions=[transaction])
+        try:
+            write_deltalake(table, rows, mode="append", commit_properties=commit)
+            written = True
+        except CommitFailedError:
+            table = _open_bookkeeping_table(root, name, storage)
+            if not holds_transaction(table, transaction):
+                raise
+    if (local := local_path(table.table_uri)) is not None:
+        # a dead letter lets the write-ahead log go of its record: on the disk first, also
+        # when an earlier run wrote it (otel_delta/disk.py)
+        sync_commit(local, table.version())
+    return written
 
 
 @dataclass(frozen=True)

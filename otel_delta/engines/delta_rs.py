@@ -26,6 +26,7 @@ from deltalake import (
 )
 from deltalake.exceptions import CommitFailedError, DeltaError
 
+from otel_delta.disk import made_durable
 from otel_delta.engines import local_commit
 from otel_delta.engines.base import rows_rejected, unwritable_features
 from otel_delta.engines.checkpoint_thinning import checkpoint_gone
@@ -41,7 +42,6 @@ from otel_delta.engines.data_files import (
     table_filesystem,
     write_partitioned,
 )
-from otel_delta.engines.durable import made_durable
 from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError, describe
 from otel_delta.lakehouse import (
@@ -231,7 +231,13 @@ class DeltaRsEngine:
             )
             local = self._local_filesystem(table_name)
             if local is not None:
-                made_durable(table_name, Path(local.base_path), version)
+                try:
+                    made_durable(table_name, Path(local.base_path), version)
+                except CommitError:
+                    # the commit stands: a retry with its transaction must find it, which a
+                    # handle left at the version before it would not (and commit it again)
+                    self._drop(table_name)
+                    raise
             return version
 
     def _append_once(

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 from deltalake import Transaction
 
+from otel_delta.disk import made_durable
 from otel_delta.engines.base import rows_rejected
 from otel_delta.engines.commit_log import own_commit
 from otel_delta.engines.data_files import local_filesystem, table_filesystem
-from otel_delta.engines.durable import made_durable
 from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError, first_line
 from otel_delta.lakehouse import Lakehouse

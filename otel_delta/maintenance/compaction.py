@@ -48,6 +48,7 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from otel_delta.config import TableSettings
+from otel_delta.disk import sync_files
 from otel_delta.engines.data_files import (
     DataFile,
     commit_actions,
@@ -58,7 +59,6 @@ from otel_delta.engines.data_files import (
     run_starts,
     stats_columns,
 )
-from otel_delta.engines.durable import sync_files
 from otel_delta.engines.lease import LEASES
 from otel_delta.errors import ConcurrentModificationError, describe
 from otel_delta.lakehouse import commit_info, rewrite_transaction
@@ -362,7 +362,7 @@ def commit_swap(
     ]
     try:
         local = local_filesystem(delta.table_uri)
-        if local is not None:  # on the disk before the log names them (engines/durable.py)
+        if local is not None:  # on the disk before the log names them (otel_delta/disk.py)
             root = Path(local.base_path)
             sync_files(root, [root / add.path for add in outputs])
         LEASES.hold(delta, options.lease_seconds)  # brings `delta` up to date too

@@ -147,7 +147,7 @@ async def replay(
     done = committed_positions(lakehouse, wal.app_id, skip_unreadable=first is None)
     # positions never go back below what Delta holds (e.g. a WAL directory restored from an
     # older copy): a reused position would be skipped as committed
-    wal.next_position = max(wal.next_position, max(done.values(), default=0) + 1)
+    wal.advance_to(max(done.values(), default=0) + 1)
     if first is None:
         return report
     for record in itertools.chain((first,), records):

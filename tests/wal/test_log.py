@@ -492,3 +492,84 @@ def test_damage_in_an_older_segment_loses_only_the_damaged_records(
         "record lost (position 4); 2 record(s) of the segment kept",
     ]
     asyncio.run(wal.close())
+
+
+def test_a_record_this_process_wrote_is_read_at_its_offset_not_by_a_scan(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Moving a refused request to the dead letters reads its record back: a scan of its
+    whole segment each time (64 MiB by default) made a table refusing every row send about
+    16 requests a second there while its records filled the log. Records written by this
+    process are read at their offsets; those of an earlier process (replayed at the start)
+    still by a scan; every one of them whole and right, across segments."""
+    from otel_delta.wal import log as log_module
+
+    payloads = [f"request {i} ".encode() * (i % 7 + 1) for i in range(1, 61)]
+
+    async def scenario() -> None:
+        first = new_log(tmp_path, segment_bytes=1024)
+        first.start()
+        for payload in payloads[:30]:
+            await first.append(1, payload, None, commits=1, encoding="gzip")
+        await first.close()  # nothing committed: the next process replays them
+        second = new_log(tmp_path, segment_bytes=1024)
+        for record in list(second.replay()):
+            second.expect(record.position, 1)
+        second.start()
+        for payload in payloads[30:]:
+            await second.append(1, payload, None, commits=1, encoding="gzip")
+        assert len(second._segments) > 3
+        read_back(second)
+        await second.close()
+
+    scans = []
+    scanning = log_module.scan
+
+    def counted(data, first_position=None):
+        scans.append(len(data))
+        return scanning(data, first_position)
+
+    def read_back(wal: WriteAheadLog) -> None:
+        monkeypatch.setattr(log_module, "scan", counted)
+        for position, payload in enumerate(payloads, start=1):
+            scans.clear()
+            record = wal.read(position)
+            assert (record.position, record.payload, record.encoding) == (position, payload, "gzip")
+            whole = HEADER_BYTES + len(payload)
+            if position > 30:  # written by this process: one record's bytes read, no segment scan
+                assert scans == [whole]
+            else:
+                assert scans and scans[-1] > whole
+
+    asyncio.run(scenario())
+
+
+def test_after_positions_jump_a_damaged_record_costs_that_record_only(tmp_path: Path) -> None:
+    """Positions jump at the start when Delta holds later ones (a WAL directory restored from
+    an older copy). The records after the jump went on in the newest segment, whose name and
+    records no longer bound them, so reading past a damaged one of them took every later one
+    for damage too, and the newest segment's tail was cut: acknowledged records lost. A jump
+    now starts a segment of its own."""
+    payloads = [f"r{i}".encode() * 4 for i in range(5)]
+
+    async def scenario() -> None:
+        wal = new_log(tmp_path)
+        wal.start()
+        await wal.append(1, b"before", None, commits=1)
+        await wal.close()
+        wal = new_log(tmp_path)
+        for record in list(wal.replay()):
+            wal.expect(record.position, 1)
+        wal.advance_to(5_001)
+        wal.start()
+        for payload in payloads:
+            await wal.append(1, payload, None, commits=1)
+        await wal.close()
+
+    asyncio.run(scenario())
+    newest = list_segments(tmp_path)[-1].path
+    data = bytearray(newest.read_bytes())
+    data[HEADER_BYTES] ^= 0xFF  # the first payload byte of record 5001
+    newest.write_bytes(bytes(data))
+    replayed = [(r.position, r.payload) for r in new_log(tmp_path).replay()]
+    assert replayed == [(1, b"before"), *zip(range(5_002, 5_006), payloads[1:], strict=True)]
