@@ -18,14 +18,25 @@ def first_line(error: object) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+# elements of an S3 error body that describe the request's credentials and signature
+_CREDENTIALS = re.compile(
+    r"<(AWSAccessKeyId|StringToSign|StringToSignBytes|CanonicalRequest|CanonicalRequestBytes|"
+    r"SignatureProvided)>.*?</\1>",
+    re.DOTALL,
+)
+
+
 def describe(error: BaseException) -> str:
     """A library error as one plain line for our messages: terminal colour codes removed (they
     reached gRPC status details), lines joined, and the causes behind a generic message (e.g.
-    delta-rs's "Generic S3 error") kept instead of dropped."""
+    delta-rs's "Generic S3 error") kept instead of dropped. What an object store's error body
+    says of the request's credentials (`_CREDENTIALS`: the access key id, the string it
+    signed) is left out: S3 puts them in a SignatureDoesNotMatch answer, and the line goes to
+    logs, to /readyz and to clients."""
     parts: list[str] = []
     seen: BaseException | None = error
     while seen is not None and len(parts) < 4:
-        text = " ".join(_ANSI.sub("", str(seen)).split())
+        text = " ".join(_CREDENTIALS.sub("", _ANSI.sub("", str(seen))).split())
         if text and text not in parts:
             parts.append(text)
         seen = seen.__cause__ or seen.__context__

@@ -49,7 +49,6 @@ from otel_delta.lakehouse import (
     COMMIT_ID,
     Lakehouse,
     commit_metadata,
-    holds_transaction,
 )
 from otel_delta.metrics import COMMIT_RACES
 from otel_delta.priority import background_threads
@@ -103,6 +102,12 @@ class DeltaRsEngine:
         # the latest version of each cached table known here: the handle's, or a later one of
         # a commit of ours published without delta-rs (engines/local_commit)
         self._versions: dict[str, int] = {}
+        # per table, per Delta app id: the highest transaction version the table is known to
+        # hold (read once, then followed by this engine's own commits; forgotten with the
+        # handle, after any failure). delta-rs's `transaction_version` reads every log entry
+        # since the checkpoint, each a GET on an object store: asked before every append, it
+        # took up to 115 requests an append on S3 at the default checkpoint interval
+        self._held: dict[str, dict[str, int]] = {}
         self._no_links: set[str] = set()  # tables on a file system without hard links
         self._local: dict[str, pa_fs.SubTreeFileSystem | None] = {}  # local_filesystem of each
         self._locks = {name: threading.Lock() for name in TABLES}
@@ -145,6 +150,7 @@ class DeltaRsEngine:
     def _drop(self, name: str) -> None:
         self._tables.pop(name, None)
         self._versions.pop(name, None)
+        self._held.pop(name, None)
 
     def open(self, name: str) -> DeltaTable:
         """The cached handle, creating the table if absent (see Lakehouse.create_table).
@@ -174,21 +180,28 @@ class DeltaRsEngine:
         return table
 
     def _holds(
-        self, name: str, table: DeltaTable, app_transaction: Transaction
+        self, name: str, table: DeltaTable, app_transaction: Transaction, fresh: bool = False
     ) -> tuple[bool, DeltaTable]:
-        """Does the table hold the transaction already, and the handle to go on with. delta-rs
+        """Does the table hold the transaction already, and the handle to go on with: read from
+        the log the first time an app id is asked for since the handle was opened (or with
+        `fresh`), then known from this engine's own commits (`_held`). delta-rs
         reads transactions from the checkpoint its snapshot was built on; the log cleanup thins
         old checkpoints (engines/checkpoint_thinning.py), and a handle that only followed its
         own commits can still be built on one of those: it is then opened afresh, from the
         newest, rather than spending an attempt of the append on the error."""
+        known = self._held.get(name, {}).get(app_transaction.app_id)
+        if known is not None and not fresh:
+            return known >= app_transaction.version, table
         try:
-            return holds_transaction(table, app_transaction), table
+            held = table.transaction_version(app_transaction.app_id)
         except Exception as exc:
             if not checkpoint_gone(exc):
                 raise
             self._drop(name)
             table = self.open(name)
-            return holds_transaction(table, app_transaction), table
+            held = table.transaction_version(app_transaction.app_id)
+        self._held.setdefault(name, {})[app_transaction.app_id] = -1 if held is None else held
+        return held is not None and held >= app_transaction.version, table
 
     def _latest(self, name: str, table: DeltaTable) -> int:
         return max(self._versions.get(name, -1), table.version())
@@ -248,9 +261,14 @@ class DeltaRsEngine:
             if app_transaction is not None:
                 held, table = self._holds(table_name, table, app_transaction)
                 if held:
-                    return table.version()  # an earlier attempt landed (its reply did not)
+                    return self._latest(table_name, table)  # an earlier attempt landed
             version = self._write(table_name, table, data, app_transaction)
             self._appends[table_name] = self._appends.get(table_name, 0) + 1
+            if app_transaction is not None and table_name in self._held:
+                held = self._held[table_name]
+                held[app_transaction.app_id] = max(
+                    held.get(app_transaction.app_id, -1), app_transaction.version
+                )
             return table.version() if version is None else version
         except Exception as exc:
             self._drop(table_name)  # reload the log before the next attempt
@@ -391,8 +409,8 @@ class DeltaRsEngine:
             return None
         if not published:
             self._catch_up(table_name, table)
-            if app_transaction is not None:
-                held, current = self._holds(table_name, table, app_transaction)
+            if app_transaction is not None:  # the winner may have committed this very one
+                held, current = self._holds(table_name, table, app_transaction, fresh=True)
                 if held:
                     return current.version()
             return None

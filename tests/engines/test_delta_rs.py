@@ -288,3 +288,39 @@ def test_the_cached_handle_reads_the_log_tail_only_after_another_writers_commit(
     assert writer.append("spans", rows) == 4
     assert reloads == [0]  # the handle (at the create) reads the tail once: the other's commit
     assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table().num_rows == 4 * rows.num_rows
+
+
+def test_a_transaction_is_looked_up_in_the_log_once_then_followed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """delta-rs's `transaction_version` reads every log entry since the checkpoint, a GET each
+    on an object store; asked before every append, it took up to 115 requests an append on S3.
+    Now once per app id while the handle lives, and again after a failure (which may have
+    committed): an append whose commit landed is still found, and never stored twice."""
+    asked: list[str] = []
+    looked_up = DeltaTable.transaction_version
+
+    def counting(self, app_id):
+        asked.append(app_id)
+        return looked_up(self, app_id)
+
+    monkeypatch.setattr(DeltaTable, "transaction_version", counting)
+    engine = DeltaRsEngine(Lakehouse(str(tmp_path), checkpoint_interval=1000))
+    data = spans_to_arrow(one_span_request(1)).tables["spans"]
+    for position in range(1, 11):
+        engine.append("spans", data, Transaction("wal", position))
+    assert asked == ["wal"]
+    assert engine.append("spans", data, Transaction("wal", 10)) == 10  # held: not again
+    engine.append("spans", data, Transaction("backfill-batch", 1))
+    assert asked == ["wal", "backfill-batch"]
+    # a failure drops what was known: the next append reads the log again
+    log_dir = tmp_path / "spans" / "_delta_log"
+    blocker = log_dir / f"{12:020d}.json"
+    blocker.mkdir()  # the next version cannot be published: every attempt fails
+    with pytest.raises(CommitError):
+        engine.append("spans", data, Transaction("wal", 11))
+    blocker.rmdir()
+    asked.clear()
+    assert engine.append("spans", data, Transaction("wal", 11)) == 12
+    assert asked == ["wal"]
+    assert DeltaTable(str(tmp_path / "spans")).to_pyarrow_table().num_rows == 12
