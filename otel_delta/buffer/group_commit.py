@@ -207,8 +207,9 @@ class GroupCommitBuffer:
         resident = self._over_memory(incoming, held) if memory else None
         if resident is not None:
             raise MemoryLimitError(
-                f"otel-delta at its memory limit ({resident} of {self.max_resident_bytes} "
-                "bytes resident, buffer.max_resident_bytes); retry later",
+                f"otel-delta at its memory limit ({resident} bytes resident and {incoming} "
+                f"more for this request would pass {self.max_resident_bytes}, "
+                "buffer.max_resident_bytes); retry later",
                 self.retry_after,
             )
 

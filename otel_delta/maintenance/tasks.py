@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from otel_delta.connector import Table
 
 log = logging.getLogger(__name__)
+# the lease of another process each table was last said to be under (`maintain_table`)
+_LEASES_SAID: dict[str, int] = {}
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,18 @@ def maintain_table(
         return (values.get("date") or day) < day
 
     def lease() -> None:
-        report.rewrites_left_until_ms = LEASES.held_elsewhere(table.delta())
+        report.rewrites_left_until_ms = until = LEASES.held_elsewhere(table.delta())
+        if until is not None and _LEASES_SAID.get(table.uri) != until:
+            # once per lease seen: a bridge killed while it held one leaves it to run out
+            # (maintenance_lease_seconds), and its rewrites stopped without a word
+            _LEASES_SAID[table.uri] = until
+            at = dt.datetime.fromtimestamp(until / 1000, dt.UTC).strftime("%H:%M:%SZ")
+            log.info(
+                "maintenance of %s: its rewrites are left to the process holding its lease, "
+                "until %s (a process that stopped without releasing it: until it runs out)",
+                table.name,
+                at,
+            )
 
     def rewrite(name: str, action: Callable[[DeltaTable], None]) -> None:
         """A step that rewrites files, given a fresh handle on the table: only while no other

@@ -130,14 +130,20 @@ def test_resident_memory_at_its_limit_holds_requests_back_but_never_one_alone(
             await buffer.admit(100)
         assert loop.time() - started >= 0.3  # waited out its retry delay first
         assert refused.value.retry_after_seconds == 0.3
-        assert "10000 of 1000 bytes resident" in str(refused.value)
+        assert "10000 bytes resident and 100 more for this request would pass 1000" in str(
+            refused.value
+        )
         assert buffer.reserved_bytes == 100  # the first one's only
         with pytest.raises(MemoryLimitError):
             buffer.check_capacity(100)
         resident[0] = 950  # under the limit, but not with 100 more
         await asyncio.sleep(RESIDENT_READ_SECONDS)  # the last read no longer stands
-        with pytest.raises(MemoryLimitError):
+        with pytest.raises(MemoryLimitError) as under:
             buffer.check_capacity(100)
+        # it said "950 of 1000 bytes resident": refused, to an operator, while under its limit
+        assert "950 bytes resident and 100 more for this request would pass 1000" in str(
+            under.value
+        )
         buffer.check_capacity(50)
         resident[0] = 10_000
         await asyncio.sleep(RESIDENT_READ_SECONDS)

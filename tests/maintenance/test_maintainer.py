@@ -242,10 +242,14 @@ def test_maintenance_beside_ingestion_loses_and_blocks_nothing(tmp_path: Path) -
     assert compaction_data_change(lake / "spans") == {False}
 
 
-def test_a_replica_without_the_lease_leaves_the_rewrites_to_its_holder(tmp_path: Path) -> None:
+def test_a_replica_without_the_lease_leaves_the_rewrites_to_its_holder(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Another process holds the table's maintenance lease (engines/lease.py): this one's
-    round rewrites nothing and commits no lease, vacuum and checkpoint still run; once the
-    holder releases it, the next round compacts."""
+    round rewrites nothing and commits no lease, vacuum and checkpoint still run, and it says
+    so once (a bridge killed while it held the lease stopped every rewrite for up to 30
+    minutes without a word); once the holder releases it, the next round compacts."""
+    caplog.set_level("INFO", logger="otel_delta.maintenance.tasks")
     table = spans_table(tmp_path)
     today = utc_today()
     closed = today - dt.timedelta(days=1)
@@ -257,6 +261,9 @@ def test_a_replica_without_the_lease_leaves_the_rewrites_to_its_holder(tmp_path:
 
     report = maintain_table(table, policy, today=today)
     assert report.errors == [] and report.rewrites_left_until_ms is not None
+    assert maintain_table(table, policy, today=today).rewrites_left_until_ms is not None
+    said = [r.getMessage() for r in caplog.records if "left to the process" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("maintenance of spans: its rewrites")
     assert (report.files_compacted, report.partitions_clustered) == (0, 0)
     assert live_files(table.uri) == {str(closed): 4}
     assert report.checkpointed and DeltaTable(table.uri).version() == version
