@@ -134,23 +134,14 @@ def test_the_admin_endpoint_answers_while_the_log_is_replayed(tmp_path: Path) ->
     assert sorted(names) == ["s1", "s2"]
 
 
-def test_sigterm_during_the_replay_stops_it_and_the_next_start_replays_the_rest(
-    tmp_path: Path,
-) -> None:
-    """Kubernetes stopping a pod whose bridge replays a long log after a crash: the stop
-    commits what the replay has buffered, leaves the rest in the log and exits 0; the next
-    start stores the rest, and no span twice."""
-    config = crashed_with_acked_spans(tmp_path, STOPPED_RECORDS)
-
-    pause = {"OTEL_DELTA_PAUSE_AT": f"wal-replaying:{STOPPED_PAUSE_SECONDS}"}
-    replaying = ServeProcess(config, env=pause, listening=False)
+def stopped_while_replaying(
+    config: Path, ready: Callable[[list[str]], bool], env: dict[str, str] | None = None
+) -> tuple[int, int]:
+    """Start the bridge, SIGTERM it once its log lines are `ready`, check it stopped its
+    replay at once (exit 0, never listening) and said so; (records read, records in the log)."""
+    replaying = ServeProcess(config, env=env, listening=False)
     try:
-        # the third pause: two records are read, and buffered
-        wait_until(
-            lambda: sum("pausing at wal-replaying" in line for line in replaying.lines) >= 3,
-            60,
-            "the replay",
-        )
+        wait_until(lambda: ready(replaying.lines), 60, "the replay")
         code = replaying.stop(timeout=STOP_TIMEOUT_SECONDS)
     finally:
         if replaying.proc.poll() is None:  # the replay did not stop: no bridge left running
@@ -161,8 +152,26 @@ def test_sigterm_during_the_replay_stops_it_and_the_next_start_replays_the_rest(
     stopped = re.search(r"replay stopped after (\d+) of (\d+) record\(s\)", output)
     assert stopped, output
     read, total = int(stopped.group(1)), int(stopped.group(2))
-    assert total == STOPPED_RECORDS and 2 <= read < total
     assert f"the other {total - read} stay in the log" in output
+    return read, total
+
+
+def test_sigterm_during_the_replay_stops_it_and_the_next_start_replays_the_rest(
+    tmp_path: Path,
+) -> None:
+    """Kubernetes stopping a pod whose bridge replays a long log after a crash: the stop
+    commits what the replay has buffered, leaves the rest in the log and exits 0; the next
+    start stores the rest, and no span twice."""
+    config = crashed_with_acked_spans(tmp_path, STOPPED_RECORDS)
+
+    pause = {"OTEL_DELTA_PAUSE_AT": f"wal-replaying:{STOPPED_PAUSE_SECONDS}"}
+    # the third pause: two records are read, and buffered
+    read, total = stopped_while_replaying(
+        config,
+        lambda lines: sum("pausing at wal-replaying" in line for line in lines) >= 3,
+        env=pause,
+    )
+    assert total == STOPPED_RECORDS and 2 <= read < total
     # what it had read is committed; the rest is in the log only
     names = read_table(tmp_path / "lake", "spans")["name"].to_pylist()
     assert sorted(names, key=lambda n: int(n[1:])) == [f"s{i}" for i in range(1, read + 1)]
@@ -212,6 +221,29 @@ def metric(metrics: str, name: str, **labels: str) -> float:
     return 0.0
 
 
+def crashed_before_a_store_down(tmp_path: Path, admin: str = "") -> tuple[Path, Path]:
+    """A bridge killed with BOUNDED_RECORDS large acked spans in its log and none committed,
+    its config bounded to BOUND_BYTES for the restart (the crashed bridge had the default,
+    which took every request without a commit), and the store refusing the spans table's
+    commits: the first version of its log is taken (by a directory, the returned `blocker`),
+    which reading the table does not see (no table yet: nothing to skip)."""
+    config = crashed_with_acked_spans(
+        tmp_path,
+        BOUNDED_RECORDS,
+        admin=admin,
+        buffer="max_resident_bytes = 0\n",
+        request=large_span_request,
+    )
+    config.write_text(
+        config.read_text().replace("[buffer]\n", f"[buffer]\nmax_bytes = {BOUND_BYTES}\n")
+    )
+    spans = tmp_path / "lake" / "spans"
+    assert not spans.exists(), "the crashed bridge committed"
+    blocker = spans / "_delta_log" / f"{0:020d}.json"
+    blocker.mkdir(parents=True)
+    return config, blocker
+
+
 def test_the_replay_waits_for_room_in_the_buffer_while_the_commits_fail(
     tmp_path: Path,
 ) -> None:
@@ -222,24 +254,7 @@ def test_the_replay_waits_for_room_in_the_buffer_while_the_commits_fail(
     waits for room instead, as live requests do, and says so on /readyz; once the store is
     back, every span is stored, once."""
     admin = f"127.0.0.1:{free_port()}"
-    config = crashed_with_acked_spans(
-        tmp_path,
-        BOUNDED_RECORDS,
-        admin=admin,
-        buffer="max_resident_bytes = 0\n",
-        request=large_span_request,
-    )
-    # the restart's bound: the crashed bridge had the default, which took every request
-    # without a commit
-    config.write_text(
-        config.read_text().replace("[buffer]\n", f"[buffer]\nmax_bytes = {BOUND_BYTES}\n")
-    )
-    # the store refuses the spans table's commits: the first version of its log is taken (by
-    # a directory), which reading the table does not see (no table yet: nothing to skip)
-    spans = tmp_path / "lake" / "spans"
-    assert not spans.exists(), "the crashed bridge committed"
-    blocker = spans / "_delta_log" / f"{0:020d}.json"
-    blocker.mkdir(parents=True)
+    config, blocker = crashed_before_a_store_down(tmp_path, admin)
     peak = 0.0
 
     def sample() -> str:
@@ -288,42 +303,13 @@ def test_sigterm_while_the_replay_waits_for_room_stops_it(tmp_path: Path) -> Non
     SIGTERM, at once, without buffering the record it waits with: the stop's commit fails too,
     so everything stays in the log, and the next start, the store back, stores every span
     once."""
-    config = crashed_with_acked_spans(
-        tmp_path,
-        BOUNDED_RECORDS,
-        buffer="max_resident_bytes = 0\n",
-        request=large_span_request,
-    )
-    config.write_text(
-        config.read_text().replace("[buffer]\n", f"[buffer]\nmax_bytes = {BOUND_BYTES}\n")
-    )
-    spans = tmp_path / "lake" / "spans"
-    assert not spans.exists(), "the crashed bridge committed"
-    blocker = spans / "_delta_log" / f"{0:020d}.json"
-    blocker.mkdir(parents=True)
+    config, blocker = crashed_before_a_store_down(tmp_path)
 
-    replaying = ServeProcess(config, listening=False)
-    try:
-        wait_until(
-            lambda: any(
-                "replay waits for commits" in line or "listening" in line
-                for line in replaying.lines
-            ),
-            60,
-            "the replay to wait",
-        )
-        code = replaying.stop(timeout=STOP_TIMEOUT_SECONDS)
-    finally:
-        if replaying.proc.poll() is None:  # the replay did not stop: no bridge left running
-            replaying.kill9()
-    output = "".join(replaying.lines)
-    assert code == 0, output
-    assert "listening" not in output
-    stopped = re.search(r"replay stopped after (\d+) of (\d+) record\(s\)", output)
-    assert stopped, output
-    read, total = int(stopped.group(1)), int(stopped.group(2))
+    read, total = stopped_while_replaying(
+        config,
+        lambda lines: any("replay waits for commits" in ln or "listening" in ln for ln in lines),
+    )
     assert total == BOUNDED_RECORDS and 0 < read < total
-    assert f"the other {total - read} stay in the log" in output
 
     blocker.rmdir()  # the store is back
     restarted = ServeProcess(config)

@@ -133,17 +133,24 @@ def test_kill_9_under_load_loses_no_acked_span_and_stores_none_twice(tmp_path: P
     assert frame.count() == frame.select("span_id").distinct().count() == len(stored)
 
 
-def test_compressed_requests_are_logged_as_sent_and_replayed_after_kill_9(tmp_path: Path):
-    """A gzip'd Export over gRPC (the Collector's default) and over OTLP/HTTP: the log keeps
-    each as it came (an eighth of the bytes under the Collector's load), the bridge is killed
-    before any commit, and the restart replays both from the compressed records."""
+def nothing_commits_before_a_kill(tmp_path: Path) -> Path:
+    """The config of a bridge on loopback ports whose flush is an hour away: what it acks
+    stays in its log until a kill -9."""
     config = tmp_path / "deltalake.toml"
     config.write_text(
-        LOOPBACK + "[buffer]\nflush_interval_seconds = 3600\n"  # nothing commits before the kill
+        LOOPBACK + "[buffer]\nflush_interval_seconds = 3600\n"
         f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
         "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
         f'[wal]\ndir = "{tmp_path / "wal"}"\n'
     )
+    return config
+
+
+def test_compressed_requests_are_logged_as_sent_and_replayed_after_kill_9(tmp_path: Path):
+    """A gzip'd Export over gRPC (the Collector's default) and over OTLP/HTTP: the log keeps
+    each as it came (an eighth of the bytes under the Collector's load), the bridge is killed
+    before any commit, and the restart replays both from the compressed records."""
+    config = nothing_commits_before_a_kill(tmp_path)
     server = ServeProcess(config)
     over_grpc, over_http = request(1_000), request(2_000)
     channel = grpc.insecure_channel(server.endpoint, compression=grpc.Compression.Gzip)
@@ -187,13 +194,7 @@ def test_a_damaged_record_after_kill_9_loses_that_request_only(tmp_path: Path):
     """20 acknowledged one-span requests, kill -9, one payload byte of the fifth record
     flipped (a bad disk block): the restart stores the other 19 spans, once each. It cut the
     file at the damage as a torn tail, losing the 15 acknowledged records after it."""
-    config = tmp_path / "deltalake.toml"
-    config.write_text(
-        LOOPBACK + "[buffer]\nflush_interval_seconds = 600\n"  # nothing commits before the kill
-        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
-        "[deltalake.table]\nmaintenance_interval_seconds = 0\n"
-        f'[wal]\ndir = "{tmp_path / "wal"}"\n'
-    )
+    config = nothing_commits_before_a_kill(tmp_path)
     server = ServeProcess(config)
     stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(server.endpoint))
     for i in range(1, 21):
