@@ -24,7 +24,6 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,6 +32,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
 from deltalake.transaction import AddAction, RemoveAction
 
+from otel_delta.disk import local_path
 from otel_delta.lakehouse import STATS_COLUMNS
 from otel_delta.tables.dictionary_types import has_dictionary
 from otel_delta.tables.layout import Layout, bloom_filter_options, parquet_options
@@ -96,11 +96,8 @@ def added(files: Sequence[DataFile]) -> dict[str, int]:
 def local_filesystem(uri: str) -> pa_fs.SubTreeFileSystem | None:
     """pyarrow's local file system rooted at `uri` (a path or a file:// URI), None for any
     other store: pyarrow's is native, delta-rs's is implemented in Python."""
-    parsed = urlparse(uri)
-    if parsed.scheme not in ("", "file") or parsed.netloc not in ("", "localhost"):
-        return None
-    path = unquote(parsed.path) if parsed.scheme else uri
-    return pa_fs.SubTreeFileSystem(path, pa_fs.LocalFileSystem())
+    path = local_path(uri)
+    return None if path is None else pa_fs.SubTreeFileSystem(str(path), pa_fs.LocalFileSystem())
 
 
 def table_filesystem(
