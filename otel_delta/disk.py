@@ -115,17 +115,17 @@ def sync_commit(root: Path, version: int) -> None:
     `_last_checkpoint` names with that file (an empty checkpoint it names: no open gets past
     it). The first time for a table in this process, from its last checkpoint on."""
     log_dir = root / "_delta_log"
+    checkpoint, parts = _last_checkpoint(log_dir)
     with _lock:  # a table's appends come one at a time (the engines' lock per table)
         since = _synced.get(root)
     if since is None or since > version:  # new here, or a table made again at the path
-        since = _last_checkpoint(log_dir)[0]
+        since = checkpoint
     entries = [log_dir / f"{v:020d}.json" for v in range(since, version + 1)]
     entries = [e for e in entries[:-1] if e.exists()] + entries[-1:]
     earlier = [f for e in entries[:-1] for f in added_files(e.read_bytes(), root)]
     also = (log_dir, root, root.parent) if since <= 0 else (log_dir, root)
     sync_files(root, earlier, gone_ok=True)
     sync_files(root, [*added_files(entries[-1].read_bytes(), root), *entries], also)
-    checkpoint, parts = _last_checkpoint(log_dir)
     if since <= checkpoint <= version:  # written since the last sync (after an append)
         sync_files(root, [*_checkpoint_files(log_dir, checkpoint, parts)], gone_ok=True)
         sync_files(root, [log_dir / "_last_checkpoint"], (log_dir,), gone_ok=True)

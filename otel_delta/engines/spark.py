@@ -13,16 +13,15 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 from deltalake import Transaction
 
-from otel_delta.disk import made_durable
+from otel_delta.disk import local_path, made_durable
 from otel_delta.engines.base import rows_rejected
 from otel_delta.engines.commit_log import own_commit
-from otel_delta.engines.data_files import local_filesystem, table_filesystem
+from otel_delta.engines.data_files import table_filesystem
 from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError, first_line
 from otel_delta.lakehouse import Lakehouse
@@ -223,9 +222,9 @@ class SparkEngine:
         version = own_commit(files, before, USER_METADATA, commit_id)
         if version is None:
             return before
-        local = local_filesystem(uri)
-        if local is not None:  # Hadoop's local file system fsyncs nothing either
-            made_durable(label, Path(local.base_path), version)
+        root = local_path(uri)
+        if root is not None:  # Hadoop's local file system fsyncs nothing either
+            made_durable(label, root, version)
         return version
 
     # --- operations ------------------------------------------------------------------------

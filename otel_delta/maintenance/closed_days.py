@@ -43,8 +43,8 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable, WriterProperties
 from deltalake.transaction import AddAction, CommitProperties
 
-from otel_delta.disk import sync_commit
-from otel_delta.engines.data_files import local_filesystem, plain_parquet
+from otel_delta.disk import local_path, sync_commit
+from otel_delta.engines.data_files import plain_parquet
 from otel_delta.engines.lease import LEASES
 from otel_delta.faults import pause_point
 from otel_delta.ipc import read_spill, spill_writer
@@ -166,12 +166,12 @@ def _z_order(
             writer_properties=properties,
             commit_properties=CommitProperties(max_commit_retries=options.max_commit_retries),
         )
-    local = local_filesystem(delta.table_uri)
-    if local is not None and int(metrics.get("numFilesAdded", 0)):
+    root = local_path(delta.table_uri)
+    if root is not None and int(metrics.get("numFilesAdded", 0)):
         # delta-rs fsyncs nothing: its files on the disk now, not when the kernel gets to them
         # (its log entry may get there first: delta-rs's rewrites, unlike compaction's own,
         # cannot put the files on the disk before the entry that names them)
-        sync_commit(Path(local.base_path), delta.version())
+        sync_commit(root, delta.version())
     return CompactionResult(
         files_removed=int(metrics.get("numFilesRemoved", 0)),
         files_added=int(metrics.get("numFilesAdded", 0)),

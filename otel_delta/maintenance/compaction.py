@@ -35,7 +35,6 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -48,7 +47,7 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from otel_delta.config import TableSettings
-from otel_delta.disk import sync_files
+from otel_delta.disk import local_path, sync_files
 from otel_delta.engines.data_files import (
     DataFile,
     commit_actions,
@@ -361,9 +360,8 @@ def commit_swap(
         for f in inputs
     ]
     try:
-        local = local_filesystem(delta.table_uri)
-        if local is not None:  # on the disk before the log names them (otel_delta/disk.py)
-            root = Path(local.base_path)
+        root = local_path(delta.table_uri)
+        if root is not None:  # on the disk before the log names them (otel_delta/disk.py)
             sync_files(root, [root / add.path for add in outputs])
         LEASES.hold(delta, options.lease_seconds)  # brings `delta` up to date too
         live = {c.path for c in candidates(delta)}
