@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -254,28 +255,58 @@ def append_once(
     storage: dict[str, str] | None = None,
 ) -> bool:
     """Append `rows` to the bookkeeping table `name` in a commit carrying `transaction`,
-    unless the table holds it already (the append ran before a crash, and is being run
-    again, or another process made it meanwhile); True if written.
+    unless the table holds it already; True if written. One append from a table opened for
+    it (`BookkeepingAppends` keeps the table open for many)."""
+    return BookkeepingAppends(root, name, storage).append_once(rows, transaction)
 
-    Two processes appending the same transaction at once (the same backfill run twice at
-    once) both find it absent; delta-rs commits one and refuses the other ("Concurrent
-    transaction failed"), which is then not an error: the rows are in the table, once."""
-    table = _open_bookkeeping_table(root, name, storage)  # one read of its log, not two
-    written = False
-    if not holds_transaction(table, transaction):
-        commit = CommitProperties(app_transactions=[transaction])
-        try:
-            write_deltalake(table, rows, mode="append", commit_properties=commit)
-            written = True
-        except CommitFailedError:
-            table = _open_bookkeeping_table(root, name, storage)
+
+class BookkeepingAppends:
+    """Appends that happen once to one bookkeeping table, from a handle kept open between them.
+
+    Opening (and, the first time, creating) the table read its whole log: two thirds of a
+    dead letter's cost, paid again for every refused request while a table refuses every
+    row. The handle follows its own commits; a transaction another process committed since
+    it was opened is not seen by the check before the append, but delta-rs's conflict check
+    refuses the append (the same app id in a commit it did not read), and the table is read
+    again. After any error the handle is dropped and the next append opens the table again.
+    Safe from several threads (one table's appends take turns)."""
+
+    def __init__(self, root: str, name: str, storage: dict[str, str] | None = None) -> None:
+        self.root = root
+        self.name = name
+        self.storage = storage
+        self._table: DeltaTable | None = None
+        self._lock = threading.Lock()
+
+    def append_once(self, rows: pa.Table, transaction: Transaction) -> bool:
+        """Append `rows` in a commit carrying `transaction`, unless the table holds it
+        already (the append ran before a crash and is being run again, or another process
+        made it meanwhile); True if written.
+
+        Two processes appending the same transaction at once (the same backfill run twice at
+        once) both find it absent; delta-rs commits one and refuses the other ("Concurrent
+        transaction failed"), which is then not an error: the rows are in the table, once."""
+        with self._lock:
+            table, self._table = self._table or self._open(), None  # kept only if all goes well
+            written = False
             if not holds_transaction(table, transaction):
-                raise
-    if (local := local_path(table.table_uri)) is not None:
-        # a dead letter lets the write-ahead log go of its record: on the disk first, also
-        # when an earlier run wrote it (otel_delta/disk.py)
-        sync_commit(local, table.version())
-    return written
+                commit = CommitProperties(app_transactions=[transaction])
+                try:
+                    write_deltalake(table, rows, mode="append", commit_properties=commit)
+                    written = True
+                except CommitFailedError:
+                    table = self._open()
+                    if not holds_transaction(table, transaction):
+                        raise
+            if (local := local_path(table.table_uri)) is not None:
+                # a dead letter lets the write-ahead log go of its record: on the disk first,
+                # also when an earlier run wrote it (otel_delta/disk.py)
+                sync_commit(local, table.version())
+            self._table = table
+            return written
+
+    def _open(self) -> DeltaTable:
+        return _open_bookkeeping_table(self.root, self.name, self.storage)
 
 
 @dataclass(frozen=True)

@@ -3,17 +3,21 @@ settings (`deltalake.table.checkpoint_interval`, the retentions) are brought up 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import grpc
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, Transaction
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
+from otel_delta import lakehouse
 from otel_delta.config import Settings
 from otel_delta.convert import spans_to_arrow
 from otel_delta.engines import SparkEngine
-from otel_delta.lakehouse import Lakehouse
+from otel_delta.lakehouse import BookkeepingAppends, Lakehouse, append_once
+from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
 from tests.helpers import ServeProcess, bridge_config
 from tests.test_cli import one_span_request
 
@@ -98,3 +102,57 @@ def test_spark_appends_to_an_existing_table_follow_a_changed_interval(
     assert table.metadata().configuration[CHECKPOINT_INTERVAL] == "3"
     assert table.version() == 7  # the create, the interval's commit, 6 appends
     assert {3, 6} <= set(checkpoints(tmp_path / "spans")), checkpoints(tmp_path / "spans")
+
+
+def dead_letter(offset: int) -> pa.Table:
+    return pa.Table.from_pylist([{"file": "wal:x", "offset": offset}], schema=DEAD_LETTERS)
+
+
+def test_appends_kept_open_open_the_table_once(tmp_path: Path, monkeypatch) -> None:
+    """A table refusing every row sends every request to the dead letters: opening the
+    bookkeeping table for each (a read of its whole log) was two thirds of a dead letter."""
+    opened: list[str] = []
+    real_open = lakehouse._open_bookkeeping_table
+
+    def counted(root: str, name: str, storage: dict[str, str] | None = None) -> DeltaTable:
+        opened.append(name)
+        return real_open(root, name, storage)
+
+    monkeypatch.setattr(lakehouse, "_open_bookkeeping_table", counted)
+    appends = BookkeepingAppends(str(tmp_path), DEAD_LETTER_TABLE)
+    for offset in range(1, 21):
+        assert appends.append_once(dead_letter(offset), Transaction("dl", offset))
+    assert not appends.append_once(dead_letter(20), Transaction("dl", 20))  # once
+    assert opened == [DEAD_LETTER_TABLE]
+    assert DeltaTable(str(tmp_path / DEAD_LETTER_TABLE)).to_pyarrow_table().num_rows == 20
+
+
+def test_appends_kept_open_see_another_writer_s_transactions(tmp_path: Path) -> None:
+    """The open handle must not be taken for the table: a transaction another process
+    committed meanwhile is not written again, and that process's rows stay."""
+    root = str(tmp_path)
+    appends = BookkeepingAppends(root, DEAD_LETTER_TABLE)
+    assert appends.append_once(dead_letter(1), Transaction("ours", 1))
+    assert append_once(root, DEAD_LETTER_TABLE, dead_letter(2), Transaction("theirs", 1))
+    assert not appends.append_once(dead_letter(2), Transaction("theirs", 1))
+    assert appends.append_once(dead_letter(3), Transaction("ours", 2))
+    offsets = DeltaTable(str(tmp_path / DEAD_LETTER_TABLE)).to_pyarrow_table().column("offset")
+    assert sorted(offsets.to_pylist()) == [1, 2, 3]
+
+
+def test_appends_kept_open_open_again_after_an_error(tmp_path: Path) -> None:
+    """A failed append drops the handle: the table replaced underneath (restored from a
+    backup, say) is read again, not written past on stale state."""
+    root = str(tmp_path)
+    appends = BookkeepingAppends(root, DEAD_LETTER_TABLE)
+    assert appends.append_once(dead_letter(1), Transaction("dl", 1))
+    table_dir = tmp_path / DEAD_LETTER_TABLE
+    shutil.rmtree(table_dir)
+    table_dir.mkdir()
+    (table_dir / "_delta_log").write_text("not a directory")  # storage gone wrong
+    with pytest.raises(Exception):  # noqa: B017 - whatever delta-rs raises
+        appends.append_once(dead_letter(2), Transaction("dl", 2))
+    (table_dir / "_delta_log").unlink()
+    assert appends.append_once(dead_letter(2), Transaction("dl", 2))  # a new, empty table
+    offsets = DeltaTable(str(table_dir)).to_pyarrow_table().column("offset").to_pylist()
+    assert offsets == [2]

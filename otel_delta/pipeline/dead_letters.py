@@ -25,7 +25,7 @@ import pyarrow as pa
 from deltalake import Transaction
 
 from otel_delta.errors import RowsRejectedError
-from otel_delta.lakehouse import Lakehouse, append_once
+from otel_delta.lakehouse import BookkeepingAppends, Lakehouse
 from otel_delta.metrics import DEAD_LETTERS as DEAD_LETTER_COUNT
 from otel_delta.pipeline.body import inflate_logged
 from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
@@ -39,6 +39,7 @@ class DeadLetters:
         self.lakehouse = lakehouse
         self.wal = wal
         self.app_id = f"{wal.app_id}-dead-letters"  # + "-<table>": each table's own
+        self.table = BookkeepingAppends(lakehouse.root, DEAD_LETTER_TABLE, lakehouse.storage)
 
     def transaction(self, table: str, position: int) -> Transaction:
         """The dead letter's Delta transaction: the table's own id, the record's position."""
@@ -56,12 +57,8 @@ class DeadLetters:
             "raw": inflate_logged(record.payload, record.encoding),  # protobuf, as backfill's
             "loaded_at": datetime.now(UTC),
         }
-        written = append_once(
-            self.lakehouse.root,
-            DEAD_LETTER_TABLE,
-            pa.Table.from_pylist([row], schema=DEAD_LETTERS),
-            self.transaction(table, position),
-            self.lakehouse.storage,
+        written = self.table.append_once(
+            pa.Table.from_pylist([row], schema=DEAD_LETTERS), self.transaction(table, position)
         )
         if not written:
             return  # written before a crash: the record was replayed
