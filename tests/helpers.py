@@ -16,6 +16,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,9 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from otel_delta.bridge import Bridge
 from otel_delta.config import Settings
+from otel_delta.convert import Converted
+from otel_delta.pipeline import Decoder
+from otel_delta.signals import Signal
 
 # Test servers listen on loopback only, on ports the OS picks: every door of the bridge
 LOOPBACK = (
@@ -58,6 +62,20 @@ def bridge_config(directory: Path, sections: str = "") -> Path:
 # also what it hands the next outgoing connection, and a Collector's own clients took one
 # between the test picking it and the Collector binding it ("address already in use")
 UNEPHEMERAL_PORTS = range(20000, 32768)
+
+
+@cache
+def _decoder(native: bool) -> Decoder:
+    return Decoder(0, native)
+
+
+def decode_once(
+    signal: Signal, raw: bytes, native: bool = False, partition_by: Sequence[str] = ()
+) -> Converted:
+    """What the receiver's decoder makes of `raw`: the converter (native if asked and able),
+    its UTF-8 repair and the admission rules for `partition_by`, as a request goes through
+    them; InvalidRequestError if the bytes are not the request."""
+    return asyncio.run(_decoder(native).decode(signal, raw, partition_by))
 
 
 def free_port() -> int:

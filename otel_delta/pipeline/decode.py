@@ -56,25 +56,6 @@ def use_native(mode: str) -> bool:
     return native_convert.available()
 
 
-def decode(signal: Signal, raw: bytes, native: bool = False) -> Converted:
-    """Raw request bytes → Arrow tables; InvalidRequestError if the bytes are not the request.
-
-    A request whose only fault is strings that are not UTF-8 is stored with them repaired, and
-    says so in its partial_success (convert/utf8.py)."""
-    try:
-        return _decode(signal, raw, native)
-    except InvalidRequestError as refused:
-        repaired = utf8.repair(signal.request.DESCRIPTOR, raw, native)
-        if repaired is None:
-            raise
-        try:
-            converted = _decode(signal, repaired.data, native)
-        except InvalidRequestError:
-            raise refused from None  # not UTF-8 alone: the answer is the first refusal
-    converted.rejected.repaired(repaired)
-    return converted
-
-
 def _decode(signal: Signal, raw: bytes, native: bool) -> Converted:
     if native and (convert := native_convert.native_converter(signal.name)) is not None:
         converted = convert(raw)
@@ -94,11 +75,12 @@ def decode_admitted(
     partition_by: Sequence[str],
     repairs: utf8.StringRepairs | None = None,
 ) -> Converted:
-    """`decode` without its repair, then the admission rules (pipeline/admission.py), in one
-    call: on a converter thread both run there, off the event loop (admission's pyarrow
-    kernels were 3% of the bridge's busy samples under the Collector's metrics load, all on
-    the loop). `Decoder.decode` repairs a request that fails, and calls this again with the
-    repaired bytes and the `repairs` made, which the client is told of."""
+    """The converter's rows (without the UTF-8 repair), then the admission rules
+    (pipeline/admission.py), in one call: on a converter thread both run there, off the event
+    loop (admission's pyarrow kernels were 3% of the bridge's busy samples under the
+    Collector's metrics load, all on the loop). `Decoder.decode` repairs a request that
+    fails, and calls this again with the repaired bytes and the `repairs` made, which the
+    client is told of."""
     converted = _decode(signal, raw, native)
     if repairs is not None:
         converted.rejected.repaired(repairs)

@@ -35,10 +35,10 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 from otel_delta.convert import Converted, logs_to_arrow, metrics_to_arrow, spans_to_arrow
 from otel_delta.convert.native import IMPORT_ERROR, native_converter
 from otel_delta.errors import InvalidRequestError
-from otel_delta.pipeline.decode import decode
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.tables.packed import packed_schema, unpack
 from tests import corpus
+from tests.helpers import decode_once
 
 TRACES = SIGNALS_BY_NAME["traces"]
 PYTHON = {
@@ -502,7 +502,8 @@ def test_deeper_nesting_is_declined_and_decode_gives_the_python_answer(native, d
     raw = one_span_with(deep(depth)).SerializeToString()
     assert native(raw) is None
     assert_identical(
-        spans_to_arrow(ExportTraceServiceRequest.FromString(raw)), decode(TRACES, raw, native=True)
+        spans_to_arrow(ExportTraceServiceRequest.FromString(raw)),
+        decode_once(TRACES, raw, native=True),
     )
 
 
@@ -516,7 +517,7 @@ def test_a_metric_without_data_and_a_non_ascii_name_is_declined(native) -> None:
     metrics = SIGNALS_BY_NAME["metrics"]
     expected = metrics_to_arrow(ExportMetricsServiceRequest.FromString(raw))
     assert "température" in expected.rejected.error_message
-    assert_identical(expected, decode(metrics, raw, native=True))
+    assert_identical(expected, decode_once(metrics, raw, native=True))
 
 
 def test_undecodable_bytes_are_declined(native) -> None:
@@ -527,7 +528,7 @@ def test_undecodable_bytes_are_declined(native) -> None:
 def outcome(signal: str, raw: bytes, native: bool):
     """What the receiver makes of some bytes: its error message, or tables and rejections."""
     try:
-        converted = decode(SIGNALS_BY_NAME[signal], raw, native)
+        converted = decode_once(SIGNALS_BY_NAME[signal], raw, native)
     except InvalidRequestError as exc:
         return str(exc)
     return converted

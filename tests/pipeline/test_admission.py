@@ -10,9 +10,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from otel_delta.pipeline.admission import MAX_ENCODED_PARTITION_VALUE, admit, shorten
-from otel_delta.pipeline.decode import decode
+from otel_delta.pipeline.admission import MAX_ENCODED_PARTITION_VALUE, shorten
 from otel_delta.signals import SIGNALS_BY_NAME
+from tests.helpers import decode_once
 
 PARTITION_BY = ("service_name", "date")
 
@@ -44,7 +44,7 @@ def request(*services_and_starts: tuple[str, int]) -> ExportTraceServiceRequest:
 
 
 def converted(req: ExportTraceServiceRequest, native: bool):
-    return admit(decode(SIGNALS_BY_NAME["traces"], req.SerializeToString(), native), PARTITION_BY)
+    return decode_once(SIGNALS_BY_NAME["traces"], req.SerializeToString(), native, PARTITION_BY)
 
 
 def test_partition_time_at_or_after_2_63_is_rejected_not_misfiled() -> None:
@@ -93,7 +93,7 @@ def test_a_packed_partition_column_is_plain_and_shortened() -> None:
     partition_by = ("service_name", "scope_name", "date")
     for native in (False, True):
         raw = req.SerializeToString()
-        spans = admit(decode(SIGNALS_BY_NAME["traces"], raw, native), partition_by).tables["spans"]
+        spans = decode_once(SIGNALS_BY_NAME["traces"], raw, native, partition_by).tables["spans"]
         assert spans.schema.field("scope_name").type == "string", native
         names = spans.column("scope_name").to_pylist()
         assert names[0] == "short-lib" and names[1].startswith("lib-yyy") and "~" in names[1]
