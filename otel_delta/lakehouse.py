@@ -14,7 +14,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -278,10 +278,15 @@ class BookkeepingAppends:
         self._table: DeltaTable | None = None
         self._lock = threading.Lock()
 
-    def append_once(self, rows: pa.Table, transaction: Transaction) -> bool:
+    def append_once(
+        self,
+        rows: pa.Table,
+        transaction: Transaction,
+        found: Callable[[DeltaTable], bool] | None = None,
+    ) -> bool:
         """Append `rows` in a commit carrying `transaction`, unless the table holds it
         already (the append ran before a crash and is being run again, or another process
-        made it meanwhile); True if written.
+        made it meanwhile), or `found` finds the rows in it by another mark; True if written.
 
         Two processes appending the same transaction at once (the same backfill run twice at
         once) both find it absent; delta-rs commits one and refuses the other ("Concurrent
@@ -289,7 +294,7 @@ class BookkeepingAppends:
         with self._lock:
             table, self._table = self._table or self._open(), None  # kept only if all goes well
             written = False
-            if not holds_transaction(table, transaction):
+            if not holds_transaction(table, transaction) and not (found and found(table)):
                 commit = CommitProperties(app_transactions=[transaction])
                 try:
                     write_deltalake(table, rows, mode="append", commit_properties=commit)

@@ -14,6 +14,12 @@ two tables' do not (one waits in backoff while the other commits), and a version
 id marked every earlier position as written, also the other table's dead letter still to come:
 acknowledged, then stored nowhere. A request two tables refuse (a metrics request's gauge and
 sum points) is a dead letter of each, with each table's reason.
+
+Builds before 2026-11-29 13:56 (898c7d5) marked every table's dead letters with the shared id
+(`<wal app id>-dead-letters`). A record such a build moved to the dead letters, then was
+killed before releasing it, is replayed by this one: where the shared id's version reaches
+the record, the dead letter is looked for by its row (the record's offset and the table's
+reason), so an upgrade writes it once.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import logging
 from datetime import UTC, datetime
 
 import pyarrow as pa
-from deltalake import Transaction
+from deltalake import DeltaTable, Transaction
 
 from otel_delta.errors import RowsRejectedError
 from otel_delta.lakehouse import BookkeepingAppends, Lakehouse
@@ -58,7 +64,9 @@ class DeadLetters:
             "loaded_at": datetime.now(UTC),
         }
         written = self.table.append_once(
-            pa.Table.from_pylist([row], schema=DEAD_LETTERS), self.transaction(table, position)
+            pa.Table.from_pylist([row], schema=DEAD_LETTERS),
+            self.transaction(table, position),
+            found=lambda dead_letters: self._by_an_older_build(dead_letters, table, position),
         )
         if not written:
             return  # written before a crash: the record was replayed
@@ -67,3 +75,16 @@ class DeadLetters:
             "the request logged at %d went to %s: %s refused its rows", position,
             DEAD_LETTER_TABLE, table,
         )  # fmt: skip
+
+    def _by_an_older_build(self, dead_letters: DeltaTable, table: str, position: int) -> bool:
+        """Did a build marking dead letters with the shared id write this one? Its id's
+        version says only that every position up to it was handled, not for which table (the
+        defect that id had), so the row itself is looked for."""
+        shared = dead_letters.transaction_version(self.app_id)
+        if shared is None or shared < position:
+            return False
+        rows = dead_letters.to_pyarrow_table(
+            columns=["reason"],
+            filters=[("file", "=", f"wal:{self.wal.app_id}"), ("offset", "=", position)],
+        )
+        return any(reason.startswith(f"{table}: ") for reason in rows.column("reason").to_pylist())

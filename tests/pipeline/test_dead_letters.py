@@ -5,19 +5,25 @@ committed with it land, exactly once, also across a restart."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 import grpc
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, Transaction
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1 import logs_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from otel_delta.tables.schemas import DEAD_LETTER_TABLE
+from otel_delta.errors import RowsRejectedError
+from otel_delta.lakehouse import Lakehouse, append_once
+from otel_delta.pipeline.dead_letters import DeadLetters
+from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
+from otel_delta.wal import WriteAheadLog
 from tests.helpers import RunningBridge, make_settings, read_table, table_exists, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -167,3 +173,42 @@ def test_dead_letters_of_two_tables_out_of_log_order_are_both_kept(tmp_path: Pat
     # a restart on the same log stores nothing twice
     RunningBridge(settings).stop()
     assert read_table(lake, DEAD_LETTER_TABLE).num_rows == 2
+
+
+def test_a_dead_letter_an_older_build_wrote_is_not_written_again(tmp_path: Path) -> None:
+    """Builds before 898c7d5 marked every table's dead letters with one shared id. Upgrading
+    after such a build was killed between a dead letter and its record's release stored the
+    dead letter twice (found by the upgrade review: kill -9, then the new build, 2 rows)."""
+    wal = WriteAheadLog(tmp_path / "wal", segment_bytes=1 << 20, max_bytes=1 << 30)
+    wal.open()
+    raws = [log_request(tag, "poison").SerializeToString() for tag in (1, 2)]
+
+    async def log_them() -> list[int]:
+        wal.start()
+        positions = [await wal.append(0, raw, None, commits=1) for raw in raws]
+        await wal.close()
+        return positions
+
+    first, second = asyncio.run(log_them())
+    root = str(tmp_path / "lake")
+    dead = DeadLetters(Lakehouse(root=root), wal)
+    older = {
+        "file": f"wal:{wal.app_id}",
+        "offset": first,
+        "reason": "logs: refused",
+        "raw": raws[0],
+    }
+    older_rows = pa.Table.from_pylist([older], schema=DEAD_LETTERS)
+    assert append_once(root, DEAD_LETTER_TABLE, older_rows, Transaction(dead.app_id, first))
+
+    refused = RowsRejectedError("refused")
+    dead.write("logs", first, refused)  # the older build's: not again
+    dead.write("spans", first, refused)  # another table's, which the shared id had lost
+    dead.write("logs", second, refused)  # past the shared id's version
+    dead.write("logs", second, refused)  # and once, as ever
+    rows = read_table(tmp_path / "lake", DEAD_LETTER_TABLE).to_pylist()
+    assert sorted((row["offset"], row["reason"].split(":")[0]) for row in rows) == [
+        (first, "logs"),
+        (first, "spans"),
+        (second, "logs"),
+    ]
