@@ -31,7 +31,7 @@ from otel_delta.metrics import ACCEPTED_ITEMS, REFUSED_ITEMS, REPAIRED_STRINGS
 from otel_delta.pipeline.body import Body
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.pipeline.outcome import Accepted, Outcome, Rejected, Retryable
-from otel_delta.pipeline.reservation import RequestSizes, Reservation
+from otel_delta.pipeline.reservation import CONVERSION_BYTES_PER_BYTE, RequestSizes, Reservation
 from otel_delta.pipeline.stages import StageClock
 from otel_delta.signals import Signal
 from otel_delta.wal import WriteAheadLog
@@ -175,14 +175,17 @@ class ExportPipeline:
 
     def _never_fits(self, signal: Signal, converted: Converted) -> Rejected | None:
         """A request whose rows alone take more than `buffer.max_bytes` could never be
-        buffered: a resource's attributes are copied onto every item under it, so 2.4 MB of
-        protobuf (2,000 attributes, 40,000 spans) took 2.6 GB once converted, and its commit
-        held every other client off (told to retry) while the bridge grew past 3 GB."""
+        buffered within it: a resource's attributes are copied onto every item under it, so
+        2.4 MB of protobuf (2,000 attributes, 40,000 spans) took 2.6 GB once converted, and
+        its commit held every other client off (told to retry) while the bridge grew past
+        3 GB. A bound set below what the largest request takes at the usual expansion
+        (CONVERSION_BYTES_PER_BYTE) still lets any such request in alone, as before."""
         size = sum(
             rows_bytes(table, converted.held.get(name, 0))
             for name, table in converted.tables.items()
         )
-        if size <= self.buffer.max_bytes:
+        limit = max(self.buffer.max_bytes, self.max_request_bytes * CONVERSION_BYTES_PER_BYTE)
+        if size <= limit:
             return None
         error = RequestTooLargeError(
             f"{signal.name} request takes {size} bytes once converted (its resources' and "
