@@ -12,7 +12,7 @@ readable at the same path by the driver and every executor (shared filesystem).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -61,9 +61,11 @@ def blobs(name: str, table: pa.Table) -> Iterator[dict]:
         yield {"table": name, "rows": chunk.num_rows, "ipc": to_ipc(chunk)}
 
 
-def staged_rows(path: str, sha256: str, fmt: Format) -> list[dict]:
+def staged_rows(
+    path: str, sha256: str, fmt: Format, partition_by: Sequence[str] = ()
+) -> list[dict]:
     """Convert one file; its tables as IPC blobs plus one stats row."""
-    staged = stage_file(path, sha256, fmt)
+    staged = stage_file(path, sha256, fmt, partition_by)
     outputs = {name: staged.table(name) for name in staged.tables}
     if staged.dead:
         outputs[ledger.DEAD_LETTER_TABLE] = staged.dead_letters()
@@ -86,13 +88,18 @@ def staged_rows(path: str, sha256: str, fmt: Format) -> list[dict]:
     return rows
 
 
-def _stage_task(fmt: Format, files_done: Accumulator[int], rows_done: Accumulator[int]) -> Callable:
+def _stage_task(
+    fmt: Format,
+    partition_by: tuple[str, ...],
+    files_done: Accumulator[int],
+    rows_done: Accumulator[int],
+) -> Callable:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for path, sha256 in zip(
                 batch.column("path").to_pylist(), batch.column("sha256").to_pylist(), strict=True
             ):
-                rows = staged_rows(path, sha256, fmt)
+                rows = staged_rows(path, sha256, fmt, partition_by)
                 yield pa.RecordBatch.from_pylist(rows, schema=STAGED)
                 files_done.add(1)
                 rows_done.add(rows[-1]["rows"])
@@ -119,7 +126,8 @@ def run_spark(
     paths = context.parallelize(
         [(f.path, f.sha256) for f in files], max(1, min(len(files), MAX_TASKS))
     ).toDF("path string, sha256 string")
-    staged = paths.mapInArrow(_stage_task(fmt, files_done, rows_done), spark_schema(STAGED))
+    task = _stage_task(fmt, tuple(lakehouse.partition_by), files_done, rows_done)
+    staged = paths.mapInArrow(task, spark_schema(STAGED))
     # on disk, not in the heap: the blobs are read once per table and are large
     staged = staged.persist(StorageLevel.DISK_ONLY)
 

@@ -25,7 +25,7 @@ def run_local(
     dead: list[pa.Table] = []  # of the files loaded: committed with the load's txn id
     unloaded_dead: dict[str, pa.Table] = {}  # of files not loaded: once per file
     for done, planned in enumerate(files, start=1):
-        staged = stage_file(planned.path, planned.sha256, fmt)
+        staged = stage_file(planned.path, planned.sha256, fmt, engine.lakehouse.partition_by)
         for name, tables in staged.tables.items():
             parts.setdefault(name, []).extend(tables)
         if staged.nothing_decoded:

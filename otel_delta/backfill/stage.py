@@ -7,6 +7,7 @@ receiver's own converters (`Signal.convert`), so backfilled rows equal ingested 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,7 @@ import pyarrow as pa
 
 from otel_delta.backfill.decode import UndecodableRecord, decode_record
 from otel_delta.backfill.files import BadRecord, Format, UnreadableFile, records
+from otel_delta.pipeline.admission import admit
 from otel_delta.tables.schemas import DEAD_LETTERS
 
 MAX_RAW_BYTES = 1 << 20
@@ -83,7 +85,7 @@ class StagedFile:
         return pa.concat_tables(self.tables[name])
 
 
-def stage_file(path: str, sha256: str, fmt: Format) -> StagedFile:
+def stage_file(path: str, sha256: str, fmt: Format, partition_by: Sequence[str] = ()) -> StagedFile:
     """Never raises for bad input: what cannot be read becomes a dead letter with its reason.
 
     `sha256` is the hash the plan read; the ledger records it as what was loaded. A file
@@ -109,7 +111,7 @@ def stage_file(path: str, sha256: str, fmt: Format) -> StagedFile:
         staged.records += 1
         try:
             signal, request = decode_record(item.payload, json_line=item.line is not None)
-            converted = signal.convert(request)
+            converted = admit(signal.convert(request), partition_by)  # as the receiver does
         except UndecodableRecord as exc:
             staged.bad(item.offset, item.line, str(exc), item.payload)
             continue

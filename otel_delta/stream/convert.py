@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -33,13 +33,16 @@ from otel_delta.convert import utf8
 from otel_delta.engines.data_files import table_filesystem, write_partitioned
 from otel_delta.faults import pause_point
 from otel_delta.lakehouse import table_uri
+from otel_delta.pipeline.admission import admit
 from otel_delta.signals import SIGNALS_BY_NAME, Signal
 from otel_delta.tables import TABLES
 from otel_delta.tables.layout import Layout
 from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
 from otel_delta.tables.versions import conform
 
-STATS = ""  # `table` of a task's stats row: messages in `rows`, rejected items in `rejected`
+# `table` of a task's stats row: messages in `rows`, rejected items in `rejected`, where and
+# why the first was in `path`
+STATS = ""
 MESSAGE_COLUMNS = ("topic", "partition", "offset", "value")
 WRITTEN = pa.schema(  # what a task returns: a row per file written, and its stats row
     [
@@ -135,12 +138,16 @@ def decode(signal: Signal, value: bytes) -> Message:
 
 
 def convert_messages(
-    messages: pa.RecordBatch, topics: dict[str, str]
-) -> tuple[dict[str, list[pa.Table]], list[dict], int]:
-    """(tables by name, dead-letter rows, rejected items) of a batch of Kafka messages."""
+    messages: pa.RecordBatch, topics: dict[str, str], partition_by: Sequence[str] = ()
+) -> tuple[dict[str, list[pa.Table]], list[dict], int, str]:
+    """(tables by name, dead-letter rows, rejected items, where and why the first was) of a
+    batch of Kafka messages, past the receiver's admission rules for tables partitioned by
+    `partition_by`: without them a `service.name` too long for a directory name failed the
+    batch's task, and every later run of it, so that Kafka partition stopped for good; and
+    a time at or after 2^63 ns was filed under a date before 1970."""
     tables: dict[str, list[pa.Table]] = {}
     dead: list[dict] = []
-    rejected = 0
+    rejected, first_reason = 0, ""
     columns = [messages.column(name).to_pylist() for name in MESSAGE_COLUMNS]
     for topic, partition, offset, value in zip(*columns, strict=True):
         value = value or b""
@@ -151,16 +158,18 @@ def convert_messages(
             dead.append(dead_letter(topic, partition, offset, str(exc), value))
             continue
         try:
-            converted = signal.convert(request)
+            converted = admit(signal.convert(request), partition_by)
         except Exception as exc:  # a converter bug must not stop the stream
             reason = f"conversion failed: {exc!r}"
             dead.append(dead_letter(topic, partition, offset, reason, value))
             continue
+        if converted.rejected.count and not rejected:
+            first_reason = f"{topic}/{partition} at {offset}: {converted.rejected.error_message}"
         rejected += converted.rejected.count
         for name, table in converted.tables.items():
             if table.num_rows:
                 tables.setdefault(name, []).append(table)
-    return tables, dead, rejected
+    return tables, dead, rejected, first_reason
 
 
 def convert_task(topics: dict[str, str], target: FileTarget) -> Callable:
@@ -170,12 +179,13 @@ def convert_task(topics: dict[str, str], target: FileTarget) -> Callable:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             pause_point("stream-converting")
-            tables, dead, rejected = convert_messages(batch, topics)
+            tables, dead, rejected, reason = convert_messages(batch, topics, target.partition_by)
             outputs = {name: pa.concat_tables(parts) for name, parts in tables.items()}
             if dead:
                 outputs[DEAD_LETTER_TABLE] = pa.Table.from_pylist(dead, schema=DEAD_LETTERS)
             rows = [row for name, table in outputs.items() for row in target.write(name, table)]
-            rows.append({"table": STATS, "rows": batch.num_rows, "rejected": rejected})
+            stats = {"table": STATS, "rows": batch.num_rows, "rejected": rejected, "path": reason}
+            rows.append(stats)
             yield pa.RecordBatch.from_pylist(rows, schema=WRITTEN)
 
     return run

@@ -207,11 +207,14 @@ class BatchWriter:
         started = time.monotonic()
         written = self._write_files(frame, batch_id)
         messages = rejected = 0
+        reasons: list[str] = []
         files: dict[str, list[Any]] = {}
         for row in written:
             if row["table"] == STATS:
                 messages += row["rows"]
                 rejected += row["rejected"]
+                if row["path"]:
+                    reasons.append(row["path"])
             else:
                 files.setdefault(row["table"], []).append(row)
         steps = [f"convert and write {time.monotonic() - started:.1f} s"]
@@ -243,6 +246,13 @@ class BatchWriter:
             ", ".join(steps),
             sum(counts.values()) / seconds if seconds > 0 else 0.0,
         )
+        if reasons:  # the receiver tells its client in partial_success; here, the log
+            log.warning(
+                "batch %d: %d item(s) refused inside messages that were stored; the first, %s",
+                batch_id,
+                rejected,
+                min(reasons),
+            )
 
     def _write_files(self, frame: DataFrame, batch_id: int) -> list[Any]:
         """The Spark job of a batch: the executors convert its messages and write the files;

@@ -119,6 +119,27 @@ def test_stage_file_counts_and_dead_letters(tmp_path: Path) -> None:
     assert pa.types.is_timestamp(staged.dead_letters().schema.field("loaded_at").type)
 
 
+def test_staged_rows_pass_the_receiver_s_admission_rules(tmp_path: Path) -> None:
+    """As the stream's (found by its review): a `service.name` too long for a directory name
+    failed the load at every run; a time at or after 2^63 ns was filed before 1970."""
+    request = corpus.trace_request()
+    spans = request.resource_spans[0].scope_spans[0].spans
+    long_name = "svc-" + "x" * 400
+    for kv in request.resource_spans[0].resource.attributes:
+        if kv.key == "service.name":
+            kv.value.string_value = long_name
+    spans[0].start_time_unix_nano = 2**63 + 5
+    path = tmp_path / "long.json"
+    path.write_text(otlp_json(request) + "\n")
+    expected = spans_to_arrow(request)
+    staged = stage_file(str(path), file_sha256(str(path)), "auto", ("service_name", "date"))
+    assert staged.rejected == expected.rejected.count + 1
+    names = set(staged.table("spans").column("service_name").to_pylist())
+    assert long_name not in names
+    assert any(n.startswith("svc-xxx") and "~" in n for n in names)
+    assert staged.table("spans").num_rows == expected.tables["spans"].num_rows - 1
+
+
 def test_unreadable_file_is_one_dead_letter(tmp_path: Path) -> None:
     staged = stage_file(str(tmp_path / "gone.json"), "sha", "auto")
     assert staged.records == 0 and "unreadable file" in staged.dead[0]["reason"]
