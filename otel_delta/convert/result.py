@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from otel_delta.convert.utf8 import StringRepairs
 
 MAX_REPORTED_ERRORS = 3
+# Characters of each problem in partial_success's message: it may quote what the client sent
+# (a metric's name), and three 2 MiB names made a 6 MB answer, over a gRPC client's 4 MiB
+# receive limit: the client saw an error for a request that was stored, and sent it again.
+MAX_MESSAGE_CHARS = 240
 
 
 @dataclass
@@ -45,7 +49,15 @@ class Rejections:
         if not self.messages:
             return ""
         prefix = f"{self.count} item(s) rejected: " if self.count else ""
-        return prefix + "; ".join(self.messages)
+        return prefix + "; ".join(_shortened(message) for message in self.messages)
+
+
+def _shortened(message: str) -> str:
+    """The message's start and end (what was wrong is said after the quoted value)."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    keep = (MAX_MESSAGE_CHARS - 3) // 2
+    return f"{message[:keep]} … {message[-keep:]}"
 
 
 @dataclass

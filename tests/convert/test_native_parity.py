@@ -520,6 +520,23 @@ def test_a_metric_without_data_and_a_non_ascii_name_is_declined(native) -> None:
     assert_identical(expected, decode_once(metrics, raw, native=True))
 
 
+@pytest.mark.parametrize("use_native", [False, True])
+def test_partial_success_quotes_long_names_shortly(native, use_native: bool) -> None:
+    """Found by review: three metrics without points and 2 MiB names made a 6 MB answer; a
+    gRPC client's 4 MiB receive limit turned the stored request into an error, and its
+    retries stored the one good point four times."""
+    request = ExportMetricsServiceRequest()
+    scope = request.resource_metrics.add().scope_metrics.add()
+    for letter in "abc":
+        scope.metrics.add(name=letter * (2 << 20))
+    scope.metrics.add(name="up").gauge.data_points.add(as_int=1)
+    converted = decode_once(SIGNALS_BY_NAME["metrics"], request.SerializeToString(), use_native)
+    message = converted.rejected.error_message
+    assert len(message) < 1000, len(message)
+    assert message.count("has no data points and was dropped") == 3
+    assert converted.rows == 1
+
+
 def test_undecodable_bytes_are_declined(native) -> None:
     assert native(b"\xff\xff\xff\xff garbage") is None
     assert native(b"\x0a\x05\x12\x03") is None  # truncated message
