@@ -8,6 +8,7 @@ session is started on first use, never before: a bridge that never needs Spark s
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from otel_delta.engines.data_files import table_filesystem
 from otel_delta.engines.vacuum import vacuum_files
 from otel_delta.errors import CommitError, RowsRejectedError, first_line
 from otel_delta.lakehouse import Lakehouse
+from otel_delta.spark.session import forget, stopped
 from otel_delta.sql import quote_identifier
 from otel_delta.tables.packed import unpack
 from otel_delta.tables.versions import retired
@@ -39,6 +41,7 @@ ANSI_MODE = "spark.sql.ansi.enabled"
 # sets its own with the option of that name): how a MERGE, DELETE, OPTIMIZE or RESTORE is tagged
 COMMIT_TAG = "spark.databricks.delta.commitInfo.userMetadata"
 USER_METADATA = "userMetadata"  # Delta's one free-form field of a commitInfo
+log = logging.getLogger(__name__)
 
 
 def spark_schema(schema: pa.Schema) -> Any:
@@ -98,15 +101,23 @@ class SparkEngine:
         if session is None or callable(session):
             self._factory: Callable[[], SparkSession] = session or lakehouse.spark_session
             self._session: SparkSession | None = None
+            self._owned = session is None  # started here: started again here if it stops
         else:
             self._factory = lambda: session  # type: ignore[assignment,return-value]
             self._session = session  # type: ignore[assignment]
+            self._owned = False
         self._start_lock = threading.Lock()
         self._settings_lock = threading.Lock()  # see `_operation`
 
     @property
     def session(self) -> SparkSession:
         with self._start_lock:
+            if self._session is not None and self._owned and stopped(self._session):
+                # its JVM died or its context stopped: every commit would fail until a
+                # restart (the WAL keeps their rows meanwhile); a new one is started
+                log.warning("Spark stopped under the bridge (its JVM ended?); starting it again")
+                forget(self._session)
+                self._session = None
             if self._session is None:
                 self._session = self._factory()
                 if self._session.sparkContext.master.startswith("local"):

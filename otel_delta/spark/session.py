@@ -6,6 +6,7 @@ so no Spark start resolves anything from a repository.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -137,3 +138,38 @@ def spark_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def stopped(session: SparkSession) -> bool:
+    """Is this session's Spark gone: its SparkContext stopped (a master that never answered
+    gives up on it) or its JVM dead (killed, out of memory)? A session kept in either state
+    failed every later commit, for as long as the process ran."""
+    try:
+        return bool(session.sparkContext._jsc.sc().isStopped())
+    except Exception:  # the gateway's own errors: the JVM is not answering
+        return True
+
+
+def forget(session: SparkSession) -> None:
+    """Let go of a stopped session so that the next `spark_session` starts a new JVM:
+    pyspark keeps its context, gateway and session in class attributes, and `getOrCreate`
+    would hand back the dead ones."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    with contextlib.suppress(Exception):
+        session.stop()
+    gateway = SparkContext._gateway
+    if gateway is not None:
+        with contextlib.suppress(Exception):
+            gateway.shutdown()
+        process = getattr(gateway, "proc", None)
+        if process is not None:
+            with contextlib.suppress(Exception):
+                process.kill()
+                process.wait(timeout=10)
+    SparkContext._active_spark_context = None
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None

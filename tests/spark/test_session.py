@@ -6,6 +6,7 @@ import pytest
 from deltalake import DeltaTable
 
 from otel_delta.config import load_settings
+from otel_delta.convert import spans_to_arrow
 from otel_delta.errors import ConfigError, SparkSetupError
 from otel_delta.lakehouse import Lakehouse
 from otel_delta.logstores import COMMIT_SAFETY_CONF, LOGSTORE_CLASS, S3_LOGSTORE_CLASS
@@ -13,6 +14,7 @@ from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.spark.session import DELTA_EXTENSION, LOGSTORE_JAR, delta_jars, kafka_jars
 from tests import corpus
 from tests.backfill.collector import write_json_lines
+from tests.test_cli import one_span_request
 
 
 def test_missing_jars_name_the_command_that_fetches_them(tmp_path: Path, monkeypatch) -> None:
@@ -133,3 +135,45 @@ def test_spark_with_a_users_jar_still_writes_delta(tmp_path: Path) -> None:
     assert "1 file(s) loaded with spark" in done.stdout, done.stdout
     rows = SIGNALS_BY_NAME["logs"].convert(corpus.logs_request()).tables["logs"].num_rows
     assert DeltaTable(str(lake / "logs")).count() == rows
+
+
+AFTER_SPARK_DIES = """
+import os, signal, sys
+from pyspark import SparkContext
+from otel_delta.config import SparkSettings
+from otel_delta.convert import spans_to_arrow
+from otel_delta.engines import SparkEngine
+from otel_delta.lakehouse import Lakehouse
+from tests.test_cli import one_span_request
+
+engine = SparkEngine(Lakehouse(sys.argv[1], spark=SparkSettings(master="local[1]")))
+rows = lambda i: spans_to_arrow(one_span_request(i)).tables["spans"]
+engine.append("spans", rows(1))
+java = SparkContext._gateway.proc
+os.kill(java.pid, signal.SIGKILL)  # the JVM killed (out of memory, an operator)
+java.wait()
+engine.append("spans", rows(2))
+engine.session.stop()  # the context stopped (a master that never answered gives up)
+engine.append("spans", rows(3))
+"""
+
+
+@pytest.mark.e2e
+def test_an_engine_whose_spark_died_starts_it_again(tmp_path: Path) -> None:
+    """Found by the Spark review: once its JVM was killed or its context stopped, the
+    engine kept the dead session, and every commit failed ("Connection refused", "Cannot
+    call methods on a stopped SparkContext") until the bridge was restarted."""
+    done = subprocess.run(
+        [sys.executable, "-c", AFTER_SPARK_DIES, str(tmp_path / "lake")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Spark stopped under the bridge" in done.stderr
+    spans = DeltaTable(str(tmp_path / "lake" / "spans")).to_pyarrow_table()
+    assert sorted(spans.column("name").to_pylist()) == sorted(
+        spans_to_arrow(one_span_request(i)).tables["spans"].column("name")[0].as_py()
+        for i in (1, 2, 3)
+    )
