@@ -23,6 +23,7 @@ from otel_delta.pipeline import Decoder, ExportPipeline, use_native
 from otel_delta.pipeline.dead_letters import DeadLetters
 from otel_delta.pipeline.replay import ReplayReport, replay
 from otel_delta.remote.service import ConnectorServer
+from otel_delta.spark.session import check_can_start
 from otel_delta.transports import GrpcTransport, HttpTransport
 from otel_delta.transports.tls import ServerTls, grpc_credentials
 from otel_delta.wal import WriteAheadLog
@@ -80,6 +81,8 @@ class Bridge:
         receiver_token = receiver.auth.resolved_token()
         bearer = BearerToken(receiver_token) if receiver_token else None
         self.engines.lakehouse.check_writable()
+        if self.engines.mode == "spark":
+            check_can_start()  # Spark starts at the first commit: what would stop it, now
         if self.settings.admin.endpoint:
             # before the replay, which can take minutes after a crash: a liveness probe gets its
             # answer meanwhile, /readyz says how far the replay is, /metrics the log

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -173,3 +174,15 @@ def forget(session: SparkSession) -> None:
     SparkContext._jvm = None
     SparkSession._instantiatedSession = None
     SparkSession._activeSession = None
+
+
+def check_can_start() -> None:
+    """SparkSetupError, at once, where Spark could never start: Delta's jars missing, or no
+    Java. `serve` with Spark as its engine starts Spark at its first commit; without this it
+    started, acknowledged data and said it was ready while every commit failed."""
+    delta_jars()
+    java_home = os.environ.get("JAVA_HOME")
+    java = Path(java_home) / "bin" / "java" if java_home else shutil.which("java")
+    if java is None or not Path(java).is_file():
+        where = f"JAVA_HOME ({java_home})" if java_home else "PATH"
+        raise SparkSetupError(f"Spark needs Java 17 or later, and none is on {where}")

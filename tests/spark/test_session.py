@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -177,3 +178,36 @@ def test_an_engine_whose_spark_died_starts_it_again(tmp_path: Path) -> None:
         spans_to_arrow(one_span_request(i)).tables["spans"].column("name")[0].as_py()
         for i in (1, 2, 3)
     )
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [{"OTEL_DELTA_JARS": "{empty}"}, {"PATH": "{empty}", "JAVA_HOME": ""}],
+    ids=["no-jars", "no-java"],
+)
+def test_serve_on_spark_that_cannot_start_stops_with_one_line(
+    tmp_path: Path, environment: dict[str, str]
+) -> None:
+    """Found by the Spark review: `serve` with `engine = "spark"` started, acknowledged data
+    and said it was ready, while every commit failed (no jars, no Java)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        '[receiver]\ngrpc_endpoint = "127.0.0.1:0"\nhttp_endpoint = "127.0.0.1:0"\n'
+        f'[admin]\nendpoint = ""\n[deltalake]\ntable_path = "{tmp_path / "lake"}"\n'
+        f'[deltalake.operations]\nengine = "spark"\n[wal]\ndir = "{tmp_path / "wal"}"\n'
+    )
+    env = {**os.environ, **{k: v.format(empty=empty) for k, v in environment.items()}}
+    if not env.get("JAVA_HOME", "x"):
+        del env["JAVA_HOME"]
+    done = subprocess.run(
+        [sys.executable, "-m", "otel_delta.cli", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert "make jars" in line or "Java" in line, line
