@@ -109,7 +109,8 @@ def exit_unless_stopped(bridge: Bridge, seconds: float) -> None:
         leave_now(
             bridge,
             f"stop did not finish within {seconds:.0f} s (a commit does not return: is the "
-            "object store answering?)",
+            f"{'disk' if bridge.engines.lakehouse.is_local else 'object store'}"
+            f"{' or Spark' if bridge.engines.spark.started else ''} answering?)",
         )
 
     timer = threading.Timer(seconds, give_up)
