@@ -373,14 +373,20 @@ def _run_query(
     logging.getLogger("py4j.clientserver").addFilter(_QUIET_INTERRUPTIONS)
     lakehouse = Lakehouse.from_settings(settings)
     target = file_target(lakehouse, topics)
-    spark = stream_session(lakehouse)
-    from pyspark.errors import IllegalArgumentException  # pyspark is there once Spark started
-
+    # before Spark starts (tens of seconds): a SIGTERM meanwhile ended the process with 143
+    # and no line, where the README promises exit 0
     handlers: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             handlers[signum] = signal.signal(signum, lambda *_: stop.set())
+    spark = None
     try:
+        spark = stream_session(lakehouse)
+        from pyspark.errors import IllegalArgumentException  # there once Spark started
+
+        if stop.is_set():
+            log.info("stopped while Spark was starting: no streaming query started")
+            return
         check_kafka_options(spark, stream)
         writer = BatchWriter(lakehouse, topics, status, target, stop)
         location = checkpoint_location(settings)
@@ -405,7 +411,7 @@ def _run_query(
             reason = first_line(exc)
             raise ConfigError(f"stream: the Kafka source refuses its options: {reason}") from None
         writer.bind(str(query.id))
-        status.active = True
+        status.query_started()
         log.info(
             "streaming %s from %s into %s (checkpoint %s, Delta txn app id %s)",
             ", ".join(f"{t} ({s})" for t, s in topics.items()),
@@ -433,7 +439,8 @@ def _run_query(
         status.active = False
         for signum, previous in handlers.items():
             signal.signal(signum, previous)
-        spark.stop()
+        if spark is not None:
+            spark.stop()
 
 
 def _observe(status: StreamStatus, query: Any) -> None:

@@ -105,6 +105,13 @@ class StreamStatus:
     def __post_init__(self) -> None:
         self._started = self.clock()
 
+    def query_started(self) -> None:
+        """The streaming query runs: progress is awaited from now, not from the job's start
+        (Spark's start took 30 s on a busy machine, and the first look warned of a stall)."""
+        with self._lock:
+            self._started = self.clock()
+        self.active = True
+
     def quiet_seconds(self) -> float:
         """Seconds since Spark last reported progress (a batch, or an idle trigger: Spark
         reports those too), or since the job started when it has reported none."""

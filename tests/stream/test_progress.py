@@ -180,3 +180,17 @@ def test_reports_polled_again_are_not_progress() -> None:
         now[0] += 30
     [check] = status.checks()
     assert not check.ok and "no progress reported for 90 s" in check.detail
+
+
+def test_progress_is_awaited_from_the_query_s_start_not_the_job_s() -> None:
+    """Found by the streaming review: with stall_seconds 20, the job warned "no progress
+    reported for 32 s" one second after its query started: Spark's start counted."""
+    now = [1000.0]
+    status = StreamStatus(TOPICS, stall_seconds=20, clock=lambda: now[0])
+    now[0] += 31  # Spark starting
+    status.query_started()
+    now[0] += 1
+    assert status.checks()[0].ok
+    now[0] += 19
+    [check] = status.checks()
+    assert not check.ok and "no progress reported for 20 s" in check.detail

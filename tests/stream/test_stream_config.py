@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,8 @@ from otel_delta.cli import main
 from otel_delta.config import Settings, StreamSettings, load_settings
 from otel_delta.errors import ConfigError
 from otel_delta.stream.job import checkpoint_location
-from tests.stream.test_stream import run_stream
+from tests.helpers import wait_until
+from tests.stream.test_stream import ROOT, run_stream, stream_command
 
 
 def test_defaults_are_the_collector_kafka_exporters() -> None:
@@ -115,3 +118,34 @@ def test_a_kafka_option_the_consumer_cannot_take_is_one_config_line(
     child = run_stream(config)
     assert child.returncode == 2, child.stderr[-3000:]
     assert child.stderr.strip().splitlines()[-1] == f"otel-delta: config error: {last_line}"
+
+
+def test_sigterm_while_spark_starts_exits_0_with_a_line(tmp_path: Path) -> None:
+    """Found by the streaming review: the handlers came after Spark's start, so a SIGTERM
+    then (a rollout, Ctrl-C) ended the process with 143 and no line."""
+    config = tmp_path / "deltalake.toml"
+    config.write_text(
+        f'[deltalake]\ntable_path = "{tmp_path / "lake"}"\n[spark]\nmaster = "local[1]"\n'
+        '[stream]\nbootstrap_servers = "127.0.0.1:9"\nadmin_endpoint = ""\n'
+    )
+    child = subprocess.Popen(
+        stream_command(config),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Spark's JVM is a child of the process while it starts
+        wait_until(
+            lambda: subprocess.run(["pgrep", "-P", str(child.pid)], capture_output=True).stdout,
+            timeout=120,
+        )
+        child.send_signal(signal.SIGTERM)
+        _, stderr = child.communicate(timeout=180)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, stderr[-3000:]
+    assert "stopped while Spark was starting" in stderr
