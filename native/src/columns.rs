@@ -102,6 +102,11 @@ pub fn begin_request(bytes: usize) {
     SIZES.with(|sizes| sizes.borrow_mut().request_bytes = bytes.max(1));
 }
 
+/// The size of the request this thread is converting (`begin_request`).
+pub fn request_bytes() -> usize {
+    SIZES.with(|sizes| sizes.borrow().request_bytes)
+}
+
 /// A string column builder; `sized` ones start at the size the same column reached for the
 /// last request this thread converted, scaled to this request's size (`Sizes`).
 #[derive(Default)]

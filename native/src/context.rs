@@ -147,8 +147,11 @@ impl RowContext {
         Ok(())
     }
 
-    /// The `service_name`, `resource_*` and `scope_*` columns, typed from the table `fields`.
+    /// The `service_name`, `resource_*` and `scope_*` columns, typed from the table `fields`;
+    /// an error starting with TOO_LARGE if their copies would take more than the request may
+    /// expand to (`check_expansion`).
     pub fn finish(self, fields: &Fields) -> Result<Columns, String> {
+        self.check_expansion()?;
         let resources = || self.runs.iter().map(|run| (&self.resources[run.resource], run.rows));
         let scopes = || self.runs.iter().map(|run| (&self.scopes[run.scope], run.rows));
         let mut columns = Columns::default();
@@ -171,6 +174,45 @@ impl RowContext {
         let scope_urls = scopes().map(|(s, n)| (Some(s.schema_url.as_str()), n));
         columns.put("scope_schema_url", repeated_strings(column("scope_schema_url"), scope_urls));
         Ok(columns)
+    }
+}
+
+/// What an error of a request too large to convert starts with (the Python side answers it
+/// as RequestTooLargeError).
+pub const TOO_LARGE: &str = "too large to convert";
+/// About what one attribute of a repeated resource or scope costs per row once built (the
+/// Python converter's strings: 2,000 attributes over 40,000 spans took 2.6 GB; dictionary
+/// indices here take less).
+const BYTES_PER_REPEATED_ENTRY: usize = 32;
+/// The copies may grow to this many times the request's bytes, or to MIN_REPEATED_BYTES,
+/// whichever is more; realistic requests expand 5 to 25 times in all.
+const MAX_EXPANSION: usize = 32;
+const MIN_REPEATED_BYTES: usize = 256 << 20;
+
+impl RowContext {
+    /// Refuses, before they are built, repeated maps larger than the request may expand to:
+    /// a resource's attributes are copied onto every row under it, and 2.4 MB of protobuf
+    /// (2,000 attributes, 40,000 spans) took 2.6 GB, past a container's memory.
+    fn check_expansion(&self) -> Result<(), String> {
+        let entries: usize = self
+            .runs
+            .iter()
+            .map(|run| {
+                let per_row = self.resources[run.resource].attributes.entries()
+                    + self.scopes[run.scope].attributes.entries();
+                per_row.saturating_mul(run.rows)
+            })
+            .fold(0usize, usize::saturating_add);
+        let bytes = entries.saturating_mul(BYTES_PER_REPEATED_ENTRY);
+        let allowed = MIN_REPEATED_BYTES.max(crate::columns::request_bytes().saturating_mul(MAX_EXPANSION));
+        if bytes > allowed {
+            return Err(format!(
+                "{TOO_LARGE}: its resources' and scopes' attributes, copied onto each of their \
+                 {} items, would take about {bytes} bytes, over {allowed}",
+                self.runs.iter().map(|run| run.rows).sum::<usize>()
+            ));
+        }
+        Ok(())
     }
 }
 

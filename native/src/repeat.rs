@@ -184,6 +184,13 @@ pub struct AttributeRows {
     pub types: MapRow,
 }
 
+impl AttributeRows {
+    /// Attributes each row of the list's run holds.
+    pub fn entries(&self) -> usize {
+        self.values.len()
+    }
+}
+
 /// Puts the `[attributes, attribute_types]` columns `names`, typed from `fields`, each row of a
 /// run repeating its attribute list (the repeated twin of `columns::AttributeColumns::finish`).
 pub fn put_repeated_attributes<'a>(

@@ -8,14 +8,24 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from google.protobuf.message import Message
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from otel_delta.convert.anyvalue import encode
 from otel_delta.convert.columns import AttributeColumns, KeyRepeats, list_array, struct_array
+from otel_delta.errors import RequestTooLargeError
 from otel_delta.tables.schemas import ENTITY_REF
 
 UNKNOWN_SERVICE = "unknown_service"
+# How far a request's copies of its resources and scopes may grow, the native converter's
+# bound (native/src/context.rs, check_expansion): about this many bytes per attribute per row,
+# at most MAX_EXPANSION times the request's bytes or MIN_REPEATED_BYTES, whichever is more
+# (realistic requests expand 5 to 25 times in all). 2,000 resource attributes over 40,000
+# spans (2.4 MB of protobuf) took 2.6 GB here.
+BYTES_PER_REPEATED_ENTRY = 32
+MAX_EXPANSION = 32
+MIN_REPEATED_BYTES = 256 << 20
 SERVICE_NAME_KEY = "service.name"
 
 
@@ -39,8 +49,10 @@ class ResourceGroups:
         self.schema_urls: list[str] = []
         self.entity_offsets: list[int] = [0]
         self.entity_refs: dict[str, list] = {f.name: [] for f in ENTITY_REF}
+        self.entries: list[int] = []  # attributes each copy holds
 
     def add(self, resource: Resource, schema_url: str) -> int:
+        self.entries.append(len(resource.attributes))
         self.service_names.append(service_name(resource))
         repeated = self.attributes.append(resource.attributes)
         self.dropped.append(resource.dropped_attributes_count + repeated)
@@ -82,8 +94,10 @@ class ScopeGroups:
         self.attributes = AttributeColumns(repeats)
         self.dropped: list[int] = []
         self.schema_urls: list[str] = []
+        self.entries: list[int] = []  # attributes each copy holds
 
     def add(self, scope: InstrumentationScope, schema_url: str) -> int:
+        self.entries.append(len(scope.attributes))
         self.names.append(scope.name)
         self.versions.append(scope.version)
         repeated = self.attributes.append(scope.attributes)
@@ -107,7 +121,8 @@ class ScopeGroups:
 class RowContext:
     """The resource and scope being walked, shared by every table a request feeds."""
 
-    def __init__(self) -> None:
+    def __init__(self, request: Message | None = None) -> None:
+        self.request = request  # its size bounds the copies (`check_expansion`)
         self.repeats = KeyRepeats()  # of every attribute list of the request
         self.resources = ResourceGroups(self.repeats)
         self.scopes = ScopeGroups(self.repeats)
@@ -122,6 +137,21 @@ class RowContext:
 
     def new_rows(self) -> RowIndex:
         return RowIndex(self)
+
+    def check_expansion(self, entries: int, rows: int) -> None:
+        """RequestTooLargeError before `entries` attributes of copies are built, if they
+        would take more than the request may expand to."""
+        estimated = entries * BYTES_PER_REPEATED_ENTRY
+        if estimated <= MIN_REPEATED_BYTES:
+            return
+        request_bytes = self.request.ByteSize() if self.request is not None else 0
+        allowed = max(MIN_REPEATED_BYTES, request_bytes * MAX_EXPANSION)
+        if estimated > allowed:
+            raise RequestTooLargeError(
+                "request too large to convert: its resources' and scopes' attributes, copied "
+                f"onto each of their {rows} items, would take about {estimated} bytes, over "
+                f"{allowed}; send smaller requests"
+            )
 
 
 class RowIndex:
@@ -140,7 +170,17 @@ class RowIndex:
         return len(self.row_resource)
 
     def columns(self) -> dict[str, pa.Array]:
+        resource_index = pa.array(self.row_resource, pa.int32())
+        scope_index = pa.array(self.row_scope, pa.int32())
+        entries = sum(
+            pc.sum(pc.take(pa.array(groups.entries, pa.int64()), index)).as_py() or 0
+            for groups, index in (
+                (self.ctx.resources, resource_index),
+                (self.ctx.scopes, scope_index),
+            )
+        )
+        self.ctx.check_expansion(entries, len(self))
         return {
-            **self.ctx.resources.columns(pa.array(self.row_resource, pa.int32())),
-            **self.ctx.scopes.columns(pa.array(self.row_scope, pa.int32())),
+            **self.ctx.resources.columns(resource_index),
+            **self.ctx.scopes.columns(scope_index),
         }

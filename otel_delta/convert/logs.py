@@ -21,7 +21,7 @@ def log_error(record: LogRecord) -> str | None:
 
 def logs_to_arrow(request: ExportLogsServiceRequest) -> Converted:
     rejected = Rejections()
-    ctx = RowContext()
+    ctx = RowContext(request)
     rows = ctx.new_rows()
     time: list[int] = []
     observed: list[int] = []

@@ -369,7 +369,7 @@ BY_DATA_FIELD = {cls.data_field: cls for cls in POINT_TABLES}
 
 def metrics_to_arrow(request: ExportMetricsServiceRequest) -> Converted:
     rejected = Rejections()
-    ctx = RowContext()
+    ctx = RowContext(request)
     metrics = MetricGroups(ctx.repeats)
     builders = {field: cls(ctx, metrics) for field, cls in BY_DATA_FIELD.items()}
     for resource_metrics in request.resource_metrics:

@@ -53,6 +53,10 @@ def available() -> bool:
     return otel_delta_native is not None
 
 
+# what the native converter's error for a request it will not build starts with
+TOO_LARGE = "too large to convert"
+
+
 def _converter(signal: str, tables: tuple[str, ...]) -> NativeConvert:
     # the rows come packed (tables/packed.py): repeated columns as dictionaries
     schemas = {name: packed_schema(name) for name in tables}
@@ -61,6 +65,10 @@ def _converter(signal: str, tables: tuple[str, ...]) -> NativeConvert:
     def convert(raw: bytes) -> Converted | None:
         try:
             outcome = converter.convert(raw)
+        except RuntimeError as exc:
+            if not str(exc).startswith(TOO_LARGE):  # native/src/context.rs
+                raise
+            raise RequestTooLargeError(f"{signal} request {exc}; send smaller requests") from None
         except Exception:
             raise
         except BaseException as exc:  # a Rust panic (pyo3 raises it as a BaseException)

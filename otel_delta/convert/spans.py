@@ -115,7 +115,7 @@ class _LinkColumns:
 
 def spans_to_arrow(request: ExportTraceServiceRequest) -> Converted:
     rejected = Rejections()
-    ctx = RowContext()
+    ctx = RowContext(request)
     rows = ctx.new_rows()
     trace_id: list[str] = []
     span_id: list[str] = []

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import pyarrow as pa
 
-from otel_delta.buffer import GroupCommitBuffer, rows_bytes
+from otel_delta.buffer import GroupCommitBuffer
 from otel_delta.convert import Converted
 from otel_delta.errors import (
     BufferFullError,
@@ -31,7 +31,7 @@ from otel_delta.metrics import ACCEPTED_ITEMS, REFUSED_ITEMS, REPAIRED_STRINGS
 from otel_delta.pipeline.body import Body
 from otel_delta.pipeline.decode import Decoder
 from otel_delta.pipeline.outcome import Accepted, Outcome, Rejected, Retryable
-from otel_delta.pipeline.reservation import CONVERSION_BYTES_PER_BYTE, RequestSizes, Reservation
+from otel_delta.pipeline.reservation import RequestSizes, Reservation
 from otel_delta.pipeline.stages import StageClock
 from otel_delta.signals import Signal
 from otel_delta.wal import WriteAheadLog
@@ -134,8 +134,6 @@ class ExportPipeline:
         converted = await self._convert(signal, raw, held)
         if not isinstance(converted, Converted):
             return converted
-        if (too_large := self._never_fits(signal, converted)) is not None:
-            return too_large
         if request.repairs is not None:
             converted.rejected.repaired(request.repairs)
         clock.done("convert")
@@ -172,27 +170,6 @@ class ExportPipeline:
         if converted.rejected.repaired_strings:
             REPAIRED_STRINGS.labels(signal.name).inc(converted.rejected.repaired_strings)
         return Accepted(converted.rejected.count, converted.rejected.error_message, rows)
-
-    def _never_fits(self, signal: Signal, converted: Converted) -> Rejected | None:
-        """A request whose rows alone take more than `buffer.max_bytes` could never be
-        buffered within it: a resource's attributes are copied onto every item under it, so
-        2.4 MB of protobuf (2,000 attributes, 40,000 spans) took 2.6 GB once converted, and
-        its commit held every other client off (told to retry) while the bridge grew past
-        3 GB. A bound set below what the largest request takes at the usual expansion
-        (CONVERSION_BYTES_PER_BYTE) still lets any such request in alone, as before."""
-        size = sum(
-            rows_bytes(table, converted.held.get(name, 0))
-            for name, table in converted.tables.items()
-        )
-        limit = max(self.buffer.max_bytes, self.max_request_bytes * CONVERSION_BYTES_PER_BYTE)
-        if size <= limit:
-            return None
-        error = RequestTooLargeError(
-            f"{signal.name} request takes {size} bytes once converted (its resources' and "
-            f"scopes' attributes are copied onto each of their items), more than "
-            f"buffer.max_bytes ({self.buffer.max_bytes}) holds; send smaller requests"
-        )
-        return Rejected(error, str(error))
 
     async def _convert(self, signal: Signal, raw: bytes, held: Reservation) -> Converted | Rejected:
         """Decode, convert and admit, or the reason the request is rejected."""

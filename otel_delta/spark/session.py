@@ -12,7 +12,7 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from otel_delta.config import SparkSettings
 from otel_delta.errors import SparkSetupError
@@ -152,28 +152,40 @@ def stopped(session: SparkSession) -> bool:
 
 
 def forget(session: SparkSession) -> None:
-    """Let go of a stopped session so that the next `spark_session` starts a new JVM:
+    """Let go of a stopped session so that the next `spark_session` starts Spark again:
     pyspark keeps its context, gateway and session in class attributes, and `getOrCreate`
-    would hand back the dead ones."""
+    would hand back the dead ones. A JVM that still answers is kept (a session of the
+    user's may run on it: the next context starts there); a dead one's gateway is closed."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    with contextlib.suppress(Exception):
-        session.stop()
+    # not session.stop(): its context is stopped already, and stop() clears pyspark's
+    # active context and session whatever they are now (a user's new one on this JVM)
+    if SparkSession._instantiatedSession is session:
+        SparkSession._instantiatedSession = None
+    if SparkSession._activeSession is session:
+        SparkSession._activeSession = None
     gateway = SparkContext._gateway
-    if gateway is not None:
+    if gateway is None or _answers(gateway):
+        return
+    with contextlib.suppress(Exception):
+        gateway.shutdown()
+    process = getattr(gateway, "proc", None)
+    if process is not None:
         with contextlib.suppress(Exception):
-            gateway.shutdown()
-        process = getattr(gateway, "proc", None)
-        if process is not None:
-            with contextlib.suppress(Exception):
-                process.kill()
-                process.wait(timeout=10)
+            process.kill()
+            process.wait(timeout=10)
     SparkContext._active_spark_context = None
     SparkContext._gateway = None
     SparkContext._jvm = None
-    SparkSession._instantiatedSession = None
-    SparkSession._activeSession = None
+
+
+def _answers(gateway: Any) -> bool:
+    try:
+        gateway.jvm.java.lang.System.currentTimeMillis()
+    except Exception:  # the gateway's own errors: the JVM is gone
+        return False
+    return True
 
 
 def check_can_start() -> None:

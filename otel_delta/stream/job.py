@@ -248,10 +248,10 @@ class BatchWriter:
         )
         if reasons:  # the receiver tells its client in partial_success; here, the log
             log.warning(
-                "batch %d: %d item(s) refused inside messages that were stored; the first, %s",
+                "batch %d: %d item(s) refused inside messages that were stored; one: %s",
                 batch_id,
                 rejected,
-                min(reasons),
+                reasons[0],
             )
 
     def _write_files(self, frame: DataFrame, batch_id: int) -> list[Any]:

@@ -34,7 +34,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from otel_delta.convert import Converted, logs_to_arrow, metrics_to_arrow, spans_to_arrow
 from otel_delta.convert.native import IMPORT_ERROR, native_converter
-from otel_delta.errors import InvalidRequestError
+from otel_delta.errors import InvalidRequestError, RequestTooLargeError
 from otel_delta.signals import SIGNALS_BY_NAME
 from otel_delta.tables.packed import packed_schema, unpack
 from tests import corpus
@@ -535,6 +535,26 @@ def test_partial_success_quotes_long_names_shortly(native, use_native: bool) -> 
     assert len(message) < 1000, len(message)
     assert message.count("has no data points and was dropped") == 3
     assert converted.rows == 1
+
+
+@pytest.mark.parametrize("use_native", [False, True])
+def test_copies_of_resources_past_the_expansion_bound_are_refused_unbuilt(
+    native, use_native: bool
+) -> None:
+    """Found by review: 2.4 MB of protobuf (2,000 resource attributes over 40,000 spans)
+    took 2.6 GB once its resource was copied onto every span, past a container's memory.
+    Here 120 attributes (the native converter takes up to 128) over 80,000 spans: 2.4 MB
+    that would build 19 million map entries. Each converter refuses them itself."""
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    for i in range(120):
+        resource_spans.resource.attributes.add(key=f"a.{i:03d}").value.string_value = f"v{i}"
+    spans = resource_spans.scope_spans.add().spans
+    for i in range(1, 80_001):
+        spans.add(trace_id=i.to_bytes(16, "big"), span_id=i.to_bytes(8, "big"), name="s")
+    which = "^traces request" if use_native else "^request"  # the native's words, or Python's
+    with pytest.raises(RequestTooLargeError, match=f"{which} too large to convert"):
+        decode_once(TRACES, request.SerializeToString(), use_native)
 
 
 def test_undecodable_bytes_are_declined(native) -> None:

@@ -52,7 +52,6 @@ def run(
     max_request_bytes: int = 1 << 20,
     flush_interval: float = 0.05,
     retry_after: float = 0.5,
-    native: bool = False,
 ):
     async def main():
         buffer = GroupCommitBuffer(
@@ -63,7 +62,7 @@ def run(
             retry_after_seconds=retry_after,
         )
         buffer.start()
-        pipeline = ExportPipeline(buffer, Decoder(0, native), max_request_bytes)
+        pipeline = ExportPipeline(buffer, Decoder(0), max_request_bytes)
         try:
             return await scenario(pipeline, buffer)
         finally:
@@ -112,39 +111,6 @@ def test_undecodable_and_oversized_requests_are_rejected(tmp_path: Path) -> None
     assert isinstance(big, Rejected) and isinstance(big.error, RequestTooLargeError)
     assert "max_receive_message_bytes" in big.message
     assert status_for(big.error).http == 413
-
-
-@pytest.mark.parametrize("native", [False, True])
-def test_a_request_whose_rows_could_never_be_buffered_is_too_large(
-    tmp_path: Path, native: bool
-) -> None:
-    """A resource's attributes are copied onto every item under it: 300 of them over 3,000
-    spans are 0.2 MB of protobuf and several MB of rows. Over `buffer.max_bytes`, the request
-    is refused as too large (not retryable), and the next client's request is stored; the
-    review that found it saw 2.4 MB take 2.6 GB and every other client told to retry."""
-    amplified = one_span_request(1)
-    resource = amplified.resource_spans[0].resource
-    for i in range(300):
-        resource.attributes.add(key=f"attribute.{i:03d}").value.string_value = f"value {i:03d}"
-    spans = amplified.resource_spans[0].scope_spans[0].spans
-    for i in range(2, 3001):
-        span = spans.add()
-        span.CopyFrom(spans[0])
-        span.span_id = i.to_bytes(8, "big")
-
-    async def scenario(pipeline, buffer):
-        too_large = await pipeline.export(TRACES, Body(amplified.SerializeToString()))
-        fine = await pipeline.export(TRACES, Body(one_span_request(2).SerializeToString()))
-        return too_large, fine, buffer.buffered_bytes
-
-    too_large, fine, buffered = run(tmp_path, scenario, max_bytes=4 << 20, native=native)
-    assert isinstance(too_large, Rejected), too_large
-    assert isinstance(too_large.error, RequestTooLargeError)
-    assert "buffer.max_bytes (4194304)" in too_large.message
-    assert status_for(too_large.error).http == 413
-    assert fine == Accepted(0, "", rows=1)
-    assert buffered == 0
-    assert read_table(tmp_path, "spans").num_rows == 1
 
 
 def test_full_buffer_and_shutdown_are_retryable_with_the_delay(tmp_path: Path) -> None:

@@ -156,6 +156,12 @@ java.wait()
 engine.append("spans", rows(2))
 engine.session.stop()  # the context stopped (a master that never answered gives up)
 engine.append("spans", rows(3))
+# a user of the same process (Connector.spark() hands out this one session) stops it and
+# starts another on the same JVM: the engine takes that one, and leaves it running
+engine.session.stop()
+user = engine.lakehouse.spark_session()
+engine.append("spans", rows(4))
+assert user.range(3).count() == 3, "the user's session was stopped"
 """
 
 
@@ -176,7 +182,7 @@ def test_an_engine_whose_spark_died_starts_it_again(tmp_path: Path) -> None:
     spans = DeltaTable(str(tmp_path / "lake" / "spans")).to_pyarrow_table()
     assert sorted(spans.column("name").to_pylist()) == sorted(
         spans_to_arrow(one_span_request(i)).tables["spans"].column("name")[0].as_py()
-        for i in (1, 2, 3)
+        for i in (1, 2, 3, 4)
     )
 
 
