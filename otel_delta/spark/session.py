@@ -165,6 +165,10 @@ def forget(session: SparkSession) -> None:
         SparkSession._instantiatedSession = None
     if SparkSession._activeSession is session:
         SparkSession._activeSession = None
+    # a context the JVM stopped itself (a master that never answered) is still pyspark's
+    # active one, and getOrCreate would build the next session on it
+    if SparkContext._active_spark_context is session.sparkContext:
+        SparkContext._active_spark_context = None
     gateway = SparkContext._gateway
     if gateway is None or _answers(gateway):
         return

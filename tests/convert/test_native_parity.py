@@ -543,14 +543,17 @@ def test_copies_of_resources_past_the_expansion_bound_are_refused_unbuilt(
 ) -> None:
     """Found by review: 2.4 MB of protobuf (2,000 resource attributes over 40,000 spans)
     took 2.6 GB once its resource was copied onto every span, past a container's memory.
-    Here 120 attributes (the native converter takes up to 128) over 80,000 spans: 2.4 MB
-    that would build 19 million map entries. Each converter refuses them itself."""
+    Here 127 resource and 127 scope attributes (the native converter takes up to 128 a list)
+    over 40,000 spans: 1.2 MB that would build 10 million map entries. Each converter
+    refuses them itself."""
     request = ExportTraceServiceRequest()
     resource_spans = request.resource_spans.add()
-    for i in range(120):
+    scope_spans = resource_spans.scope_spans.add()
+    for i in range(127):
         resource_spans.resource.attributes.add(key=f"a.{i:03d}").value.string_value = f"v{i}"
-    spans = resource_spans.scope_spans.add().spans
-    for i in range(1, 80_001):
+        scope_spans.scope.attributes.add(key=f"s.{i:03d}").value.string_value = f"v{i}"
+    spans = scope_spans.spans
+    for i in range(1, 40_001):
         spans.add(trace_id=i.to_bytes(16, "big"), span_id=i.to_bytes(8, "big"), name="s")
     which = "^traces request" if use_native else "^request"  # the native's words, or Python's
     with pytest.raises(RequestTooLargeError, match=f"{which} too large to convert"):

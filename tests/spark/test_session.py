@@ -154,7 +154,7 @@ java = SparkContext._gateway.proc
 os.kill(java.pid, signal.SIGKILL)  # the JVM killed (out of memory, an operator)
 java.wait()
 engine.append("spans", rows(2))
-engine.session.stop()  # the context stopped (a master that never answered gives up)
+engine.session.sparkContext._jsc.sc().stop()  # the JVM stops it (a master never answered)
 engine.append("spans", rows(3))
 # a user of the same process (Connector.spark() hands out this one session) stops it and
 # starts another on the same JVM: the engine takes that one, and leaves it running
