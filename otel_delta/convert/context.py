@@ -21,8 +21,8 @@ UNKNOWN_SERVICE = "unknown_service"
 # How far a request's copies of its resources and scopes may grow, the native converter's
 # bound (native/src/context.rs, check_expansion): about this many bytes per attribute per row,
 # at most MAX_EXPANSION times the request's bytes or MIN_REPEATED_BYTES, whichever is more
-# (realistic requests expand 5 to 25 times in all, the copies a fraction of it). 2,000 resource attributes over 40,000
-# spans (2.4 MB of protobuf) took 2.6 GB here.
+# (realistic requests expand 5 to 25 times in all, the copies a fraction of it). 2,000
+# resource attributes over 40,000 spans (2.4 MB of protobuf) took 2.6 GB here.
 BYTES_PER_REPEATED_ENTRY = 32
 MAX_EXPANSION = 128
 MIN_REPEATED_BYTES = 256 << 20
