@@ -41,7 +41,7 @@ from otel_delta.tables.schemas import DEAD_LETTER_TABLE, DEAD_LETTERS
 from otel_delta.tables.versions import conform
 
 # `table` of a task's stats row: messages in `rows`, rejected items in `rejected`, where and
-# why the first was in `path`
+# why the first was in `reason`
 STATS = ""
 MESSAGE_COLUMNS = ("topic", "partition", "offset", "value")
 WRITTEN = pa.schema(  # what a task returns: a row per file written, and its stats row
@@ -53,6 +53,7 @@ WRITTEN = pa.schema(  # what a task returns: a row per file written, and its sta
         pa.field("size", pa.int64()),
         pa.field("partition_values", pa.string()),  # JSON object
         pa.field("stats", pa.string()),
+        pa.field("reason", pa.string()),  # the stats row's
     ]
 )
 
@@ -184,8 +185,9 @@ def convert_task(topics: dict[str, str], target: FileTarget) -> Callable:
             if dead:
                 outputs[DEAD_LETTER_TABLE] = pa.Table.from_pylist(dead, schema=DEAD_LETTERS)
             rows = [row for name, table in outputs.items() for row in target.write(name, table)]
-            stats = {"table": STATS, "rows": batch.num_rows, "rejected": rejected, "path": reason}
-            rows.append(stats)
+            rows.append(
+                {"table": STATS, "rows": batch.num_rows, "rejected": rejected, "reason": reason}
+            )
             yield pa.RecordBatch.from_pylist(rows, schema=WRITTEN)
 
     return run

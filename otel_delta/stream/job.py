@@ -213,8 +213,8 @@ class BatchWriter:
             if row["table"] == STATS:
                 messages += row["rows"]
                 rejected += row["rejected"]
-                if row["path"]:
-                    reasons.append(row["path"])
+                if row["reason"]:
+                    reasons.append(row["reason"])
             else:
                 files.setdefault(row["table"], []).append(row)
         steps = [f"convert and write {time.monotonic() - started:.1f} s"]
